@@ -1,0 +1,132 @@
+"""Speed of each non-LLM chunker on the longest novel in ``../shared/data/texts``.
+
+Run from the repository root (one core):
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/chunker_speed.py
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/chunker_speed.py --only recursive,token-ws --json out.json
+
+The book is prepared once with the project's preprocessing (units under 2,000 words, indexed
+sentences); that time is reported but not charged to any chunker. Each chunker is built first
+(tokenizer / model loading is reported in its own column), then timed over all units of the book.
+Characters per second = characters inside the units / chunking seconds; the best of ``--repeat``
+runs is kept. Chunkers whose packages are missing are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from litseg.chunkers.base import Chunker  # noqa: E402
+from litseg.chunkers.merge import DynamicMerge  # noqa: E402
+from litseg.chunkers.recursive import RecursiveChunker  # noqa: E402
+from litseg.chunkers.token import TokenChunker  # noqa: E402
+from litseg.segmentation.preprocess import prepare_document  # noqa: E402
+
+SHARED = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared")) / "data"
+
+
+def _semantic() -> Chunker:
+    from litseg.chunkers.semantic import SemanticChunker
+
+    return SemanticChunker()
+
+
+def _minilm_wordpiece() -> Chunker:
+    from litseg.embeddings import packaged_model_dir
+
+    return TokenChunker(chunk_size=128, overlap=0, tokenizer=str(packaged_model_dir()))
+
+
+CHUNKERS: dict[str, tuple[str, Callable[[], Chunker]]] = {
+    "token-ws": ("token, 128 whitespace tokens", lambda: TokenChunker(128, 0, "whitespace")),
+    "token-smollm2": ("token, 128 SmolLM2 tokens, overlap 16", lambda: TokenChunker(128, 16, "embedded")),
+    "token-wordpiece": ("token, 128 MiniLM word pieces", _minilm_wordpiece),
+    "recursive": ("recursive, 1,000 chars", lambda: RecursiveChunker(1000, 0)),
+    "recursive-overlap": ("recursive, 1,000 chars, overlap 200", lambda: RecursiveChunker(1000, 200)),
+    "recursive+merge": ("recursive 1,000 + merge to 350 words",
+                        lambda: DynamicMerge(RecursiveChunker(1000, 0), target=350, measure="words")),
+    "semantic": ("semantic, MiniLM, buffer 1, p95", _semantic),
+}
+
+
+def longest_novel(texts: Path) -> Path:
+    novels = sorted((texts / "novel").glob("*.txt"), key=lambda p: p.stat().st_size, reverse=True)
+    if not novels:
+        raise SystemExit(f"no novels under {texts / 'novel'}; set LITSEG_SHARED_DIR or pass --book")
+    return novels[0]
+
+
+def measure(chunker: Chunker, doc: Any, repeat: int) -> tuple[float, int, list[int]]:
+    best = float("inf")
+    n_chunks, lengths = 0, []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        results = list(chunker.chunk_units(doc, doc.units))
+        best = min(best, time.perf_counter() - t0)
+        n_chunks = sum(len(r.chunks) for r in results)
+        lengths = sorted(len(c.main_text) for r in results for c in r.chunks)
+    return best, n_chunks, lengths
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--book", type=Path, help="a book file (default: the longest novel in ../shared)")
+    ap.add_argument("--only", help="comma-separated subset of: " + ", ".join(CHUNKERS))
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per chunker (best kept; semantic runs once)")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args()
+
+    book = args.book or longest_novel(SHARED / "texts")
+    t0 = time.perf_counter()
+    doc = prepare_document(book)
+    prep_s = time.perf_counter() - t0
+    chars = sum(u.end - u.start for u in doc.units)
+    sentences = sum(u.n_sentences for u in doc.units)
+    print(f"{book.name}: {len(doc.text):,} characters, {len(doc.units)} units, {chars:,} characters in units, "
+          f"{sentences:,} sentences; preprocessing {prep_s:.2f} s "
+          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')})\n", flush=True)
+
+    names = args.only.split(",") if args.only else list(CHUNKERS)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        label, factory = CHUNKERS[name]
+        try:
+            t0 = time.perf_counter()
+            chunker = factory()
+            load_s = time.perf_counter() - t0
+        except (ImportError, FileNotFoundError, RuntimeError) as exc:
+            print(f"skipped {name}: {exc}", flush=True)
+            continue
+        seconds, n_chunks, lengths = measure(chunker, doc, 1 if name == "semantic" else args.repeat)
+        row = {"chunker": name, "config": label, "load_s": round(load_s, 2), "seconds": round(seconds, 3),
+               "chars_per_s": round(chars / seconds), "chunks": n_chunks,
+               "median_chunk_chars": lengths[len(lengths) // 2] if lengths else 0}
+        rows.append(row)
+        print(f"{name}: {row['chars_per_s']:,} chars/s ({seconds:.2f} s)", flush=True)
+
+    print("\n| chunker | configuration | characters / s | chunking s | load s | chunks | median chunk chars |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['chunker']} | {r['config']} | {r['chars_per_s']:,} | {r['seconds']:.2f} | {r['load_s']:.1f} "
+              f"| {r['chunks']:,} | {r['median_chunk_chars']:,} |")
+    if args.json:
+        args.json.write_text(json.dumps({"book": book.name, "chars": chars, "units": len(doc.units),
+                                         "sentences": sentences, "rows": rows}, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

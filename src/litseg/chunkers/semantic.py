@@ -1,0 +1,120 @@
+"""Semantic chunker: cut where the meaning of adjacent sentence groups shifts most.
+
+Written from the description of LangChain's SemanticChunker (percentile breakpoints), per unit:
+
+1. every sentence is widened to a group: itself plus ``buffer_size`` sentences on each side
+   (fewer at the unit's edges), the texts joined by a space;
+2. each group is embedded (default: the packaged all-MiniLM-L6-v2, see :mod:`litseg.embeddings`);
+3. the cosine distance ``1 - cos`` is taken between the groups of sentences i and i+1;
+4. the threshold is the ``breakpoint_percentile``-th percentile of the unit's distances (linear
+   interpolation), and a chunk ends after sentence i whenever distance i exceeds it strictly.
+
+Chunks are runs of whole sentences. Their spans tile the unit (each chunk runs to where the next
+one starts, the first from the unit's start, the last to its end, trimmed of whitespace), so text
+the sentence splitter left outside every sentence still lands in a chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.merge import with_merge
+from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
+from litseg.segmentation.types import Document, Unit
+
+
+class SentenceEmbedder(Protocol):
+    name: str
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+def group_texts(sentences: list[str], buffer_size: int) -> list[str]:
+    """Sentence i with ``buffer_size`` neighbours on each side, joined by spaces."""
+    n = len(sentences)
+    return [" ".join(sentences[max(0, i - buffer_size) : min(n, i + buffer_size + 1)]) for i in range(n)]
+
+
+def adjacent_distances(embeddings: np.ndarray) -> np.ndarray:
+    """Cosine distance between rows i and i+1."""
+    e = np.asarray(embeddings, dtype=np.float64)
+    norms = np.linalg.norm(e, axis=1, keepdims=True)
+    e = e / np.where(norms == 0, 1.0, norms)
+    return 1.0 - np.sum(e[:-1] * e[1:], axis=1)
+
+
+def breakpoints(distances: np.ndarray, percentile: float) -> tuple[list[int], float]:
+    """0-based positions i whose distance to i+1 is above the percentile threshold, and the threshold."""
+    if len(distances) == 0:
+        return [], float("nan")
+    threshold = float(np.percentile(distances, percentile))
+    return [int(i) for i in np.flatnonzero(distances > threshold)], threshold
+
+
+class SemanticChunker(Chunker):
+    name = "semantic"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        buffer_size: int = 1,
+        breakpoint_percentile: float = 95.0,
+        batch_size: int = 32,
+        embedder: SentenceEmbedder | None = None,
+    ) -> None:
+        if buffer_size < 0:
+            raise ValueError(f"semantic chunker: buffer_size must be >= 0, got {buffer_size}")
+        if not 0 <= breakpoint_percentile <= 100:
+            raise ValueError(f"semantic chunker: breakpoint_percentile must be in [0, 100], got {breakpoint_percentile}")
+        self.buffer_size = buffer_size
+        self.breakpoint_percentile = float(breakpoint_percentile)
+        if embedder is None:
+            from litseg.embeddings import load_embedder
+
+            embedder = load_embedder(model, batch_size=batch_size)
+        self.embedder = embedder
+
+    def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
+        sents = unit.sentences
+        if not sents:
+            span = trim_span(doc.text, unit.start, unit.end)
+            if span is not None:
+                raise ValueError(f"semantic chunker: unit {unit.unit_id!r} has text but no sentences")
+            return UnitResult(unit.book_id, unit.unit_id, [], {"n_chunks": 0})
+        texts = [doc.text[s.start : s.end] for s in sents]
+        cuts: list[int] = []
+        threshold = float("nan")
+        distances = np.zeros(0)
+        if len(sents) > 1:
+            distances = adjacent_distances(self.embedder.encode(group_texts(texts, self.buffer_size)))
+            cuts, threshold = breakpoints(distances, self.breakpoint_percentile)
+        # Chunk k starts at sentence firsts[k]; its span runs to the next chunk's first sentence.
+        firsts = [0] + [i + 1 for i in cuts]
+        bounds = [unit.start] + [sents[i].start for i in firsts[1:]] + [unit.end]
+        spans = [span for a, b in zip(bounds, bounds[1:]) if (span := trim_span(doc.text, a, b))]
+        chunks = chunks_from_spans(doc, unit, spans, method=self.name)
+        diagnostics = {
+            "n_sentences": len(sents),
+            "threshold": threshold,
+            "n_breakpoints": len(cuts),
+            "distance_mean": float(distances.mean()) if len(distances) else float("nan"),
+            **span_stats(spans),
+        }
+        return UnitResult(unit.book_id, unit.unit_id, chunks, diagnostics)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"name": self.name, "embedder": getattr(self.embedder, "name", type(self.embedder).__name__),
+                "buffer_size": self.buffer_size, "breakpoint_percentile": self.breakpoint_percentile}
+
+
+@register("semantic")
+def _build(model: str | None = None, buffer_size: int = 1, breakpoint_percentile: float = 95.0,
+           batch_size: int = 32, merge: dict[str, Any] | None = None) -> Chunker:
+    return with_merge(
+        SemanticChunker(model=model, buffer_size=buffer_size, breakpoint_percentile=breakpoint_percentile,
+                        batch_size=batch_size),
+        merge,
+    )

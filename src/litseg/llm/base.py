@@ -1,0 +1,119 @@
+"""One chat interface for every backend (transformers, vLLM, OpenAI-compatible servers, replay).
+
+Backends turn a :class:`ChatRequest` into a :class:`Completion`. Everything above this layer
+(chunkers, judges, generators) talks to :class:`ChatModel` only, so the response cache and the
+token accounting work the same for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    messages: list[dict[str, str]]
+    json_schema: dict[str, Any] | None = None  # constrain decoding to this JSON Schema when set
+    max_tokens: int = 1024
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: list[str] | None = None
+
+    def key_payload(self) -> dict[str, Any]:
+        """Everything that can change the answer; used by the response cache."""
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens served from a prefix cache, when the backend reports it
+    seconds: float = 0.0
+    finish_reason: str = "stop"  # "length" when the answer was cut at max_tokens
+    model: str = ""
+    from_cache: bool = False  # answered by the response cache, not the model
+    error: str | None = None  # set when the backend failed after its own retries
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Completion:
+        """Inverse of :meth:`to_dict`; unknown keys (from a newer version) are ignored."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ChatModelError(RuntimeError):
+    """A model could not be built or could not answer (bad config, missing weights...)."""
+
+
+class ChatModel(ABC):
+    """A chat-completion model. Subclasses implement :meth:`chat`; batching is optional."""
+
+    name: str = "chat-model"
+
+    @abstractmethod
+    def chat(self, request: ChatRequest) -> Completion: ...
+
+    def chat_batch(self, requests: list[ChatRequest]) -> list[Completion]:
+        """Answer many requests; backends that batch (vLLM, async HTTP) override this."""
+        return [self.chat(r) for r in requests]
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this model for the cache (name, weights, adapter, quantisation...)."""
+        return {"name": self.name}
+
+    def count_tokens(self, text: str) -> int:
+        """Token count of ``text``; backends with a tokenizer override this."""
+        return max(1, len(text) // 4) if text else 0
+
+    def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Tokens the prompt of ``messages`` costs, chat template included where the backend knows it."""
+        per_message_overhead = 4  # role markers and separators of a typical chat template
+        return sum(self.count_tokens(m.get("content", "")) + per_message_overhead for m in messages)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (engines, sessions)."""
+
+
+def stable_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+@dataclass(slots=True)
+class Usage:
+    """Accumulated accounting for a unit or a run."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    errors: int = 0
+    per_call: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, c: Completion) -> None:
+        self.calls += 1
+        self.cache_hits += int(c.from_cache)
+        self.prompt_tokens += c.prompt_tokens
+        self.cached_tokens += c.cached_tokens
+        self.completion_tokens += c.completion_tokens
+        self.seconds += c.seconds
+        self.errors += int(c.error is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("per_call")
+        return d

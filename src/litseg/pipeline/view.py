@@ -1,0 +1,81 @@
+"""Readable views of an annotation run: an HTML page and a terminal table."""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+_CSS = """
+body{font-family:Georgia,serif;max-width:60rem;margin:2rem auto;color:#222;line-height:1.45}
+h1{font-size:1.5rem} h2{font-size:1.2rem;border-bottom:1px solid #ccc;margin-top:2.5rem}
+.chunk{border-left:4px solid #6a8caf;padding:.4rem .9rem;margin:1rem 0;background:#f7f9fb}
+.chunk:nth-child(even){border-left-color:#c08a4a;background:#fbf8f4}
+.meta{font:12px/1.3 monospace;color:#666} .sub{font-weight:bold;margin:.2rem 0 .4rem}
+.ctx{color:#777;font-style:italic;white-space:pre-wrap;margin:.3rem 0}
+.main{white-space:pre-wrap} .diag{font:12px monospace;color:#a33}
+"""
+
+
+def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Sequence[dict[str, Any]]) -> str:
+    """One page: per book and unit, each chunk with its subtitle, range, context and text."""
+    diag = {(d.get("book_id"), d.get("unit_id")): d for d in diagnostics}
+    by_unit: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for c in chunks:
+        by_unit[(c["book_id"], c["unit_id"])].append(c)
+    out = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_CSS}</style>",
+           f"<h1>{html.escape(title)}</h1>"]
+    for (book, unit), cs in sorted(by_unit.items()):
+        first = cs[0]
+        heading = " / ".join([*first.get("unit_path", []), first.get("unit_title") or unit])
+        out.append(f"<h2>{html.escape(book)} &middot; {html.escape(heading)}</h2>")
+        d = diag.get((book, unit), {})
+        if d:
+            out.append(
+                "<div class='meta'>"
+                + html.escape(
+                    f"sentences={d.get('n_sentences')} tries={d.get('tries')} fallback={d.get('fallback')} "
+                    f"repairs={len(d.get('repairs', []))} tokens={d.get('prompt_tokens', 0)}+"
+                    f"{d.get('completion_tokens', 0)} seconds={d.get('seconds', 0):.1f}"
+                )
+                + "</div>"
+            )
+            if d.get("error"):
+                out.append(f"<div class='diag'>{html.escape(str(d['error']))}</div>")
+        out.append("<div>")
+        for c in sorted(cs, key=lambda c: (c["from_idx"], c["to_idx"])):
+            ctx = c.get("context_ids") or []
+            out.append("<div class='chunk'>")
+            out.append(
+                f"<div class='meta'>{html.escape(c['chunk_id'])} &middot; sentences "
+                f"[{c['from_idx']}, {c['to_idx']}]" + (f" &middot; context {ctx}" if ctx else "")
+                + f" &middot; {c.get('n_tokens', 0)} tokens</div>"
+            )
+            if c.get("subtitle"):
+                out.append(f"<div class='sub'>{html.escape(c['subtitle'])}</div>")
+            if c.get("context_before"):
+                out.append(f"<div class='ctx'>{html.escape(c['context_before'])}</div>")
+            out.append(f"<div class='main'>{html.escape(c['main_text'])}</div>")
+            if c.get("context_after"):
+                out.append(f"<div class='ctx'>{html.escape(c['context_after'])}</div>")
+            out.append("</div>")
+        out.append("</div>")
+    return "\n".join(out) + "\n"
+
+
+def chunk_table(chunks: Sequence[dict[str, Any]], *, width: int = 60):
+    """A rich Table of the chunks (unit, range, context, words, subtitle, opening words)."""
+    from rich.table import Table
+
+    t = Table(title=f"{len(chunks)} chunks", show_lines=False)
+    for col, kw in (("unit", {}), ("range", {"justify": "right"}), ("ctx", {}), ("words", {"justify": "right"}),
+                    ("subtitle", {"max_width": 28}), ("begins", {"max_width": width})):
+        t.add_column(col, **kw)
+    for c in chunks:
+        words = len(c.get("main_text", "").split())
+        begins = " ".join(c.get("main_text", "").split()[:14])
+        unit = c.get("unit_title") or c["unit_id"]
+        ctx = ",".join(map(str, c.get("context_ids") or [])) or "-"
+        t.add_row(unit[:24], f"{c['from_idx']}-{c['to_idx']}", ctx, str(words), c.get("subtitle") or "", begins)
+    return t

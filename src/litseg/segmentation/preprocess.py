@@ -1,0 +1,86 @@
+"""The preprocessing pipeline: read -> strip boilerplate -> structure -> word cap -> sentences.
+
+``prepare_document`` turns a book file (or an already read :class:`Document`) into a document
+whose units carry 1-based sentence indices with exact offsets into ``doc.text``;
+``load_documents`` does it for a batch, yielding a :class:`ReadFailure` for a book that fails
+while the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from litseg.segmentation.reading import ReadFailure, iter_input_paths, read_document
+from litseg.segmentation.types import Document, Sentence, Unit
+from litseg.segmentation.units import _ACCEPTS_MAX_WORDS, find_units, sentence_spans, split_by_cap
+
+log = logging.getLogger(__name__)
+
+
+def prepare_document(
+    path_or_doc: str | Path | Document,
+    *,
+    max_words: int = 2000,
+    max_sentence_words: int = 120,
+    keep_front_matter: bool = False,
+    book_id: str | None = None,
+) -> Document:
+    """Read (unless given a Document), strip, find units under ``max_words`` words and index
+    their sentences (at most ``max_sentence_words`` words each). Returns the document with
+    ``units`` filled in; a Document passed in is updated in place."""
+    if isinstance(path_or_doc, Document):
+        doc = path_or_doc
+        if book_id:
+            doc.book_id = book_id
+    else:
+        doc = read_document(path_or_doc, book_id=book_id)
+    units = find_units(doc, max_words=max_words, keep_front_matter=keep_front_matter)
+    for unit in units:
+        unit.sentences = index_sentences(doc.text, unit, max_sentence_words=max_sentence_words)
+    doc.units = units
+    return doc
+
+
+def index_sentences(text: str, unit: Unit, *, max_sentence_words: int | None = 120) -> list[Sentence]:
+    """1-based sentences of a unit, offsets into ``text``. Overlong sentences are cut at line
+    breaks or between words when the sentence splitter does not do it itself."""
+    spans = sentence_spans(text, unit.start, unit.end, max_sentence_words)
+    if max_sentence_words is not None and not _splitter_caps():
+        capped: list[tuple[int, int]] = []
+        for s, e in spans:
+            if len(text[s:e].split()) > max_sentence_words:
+                capped.extend(_cap_sentence(text, s, e, max_sentence_words))
+            else:
+                capped.append((s, e))
+        spans = capped
+    return [Sentence(idx=i, start=s, end=e) for i, (s, e) in enumerate(spans, 1)]
+
+
+def _splitter_caps() -> bool:
+    from litseg.segmentation import sentences
+
+    return bool(_ACCEPTS_MAX_WORDS.get(sentences.split_spans))
+
+
+def _cap_sentence(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
+    # Skip the paragraph and sentence levels: this is already one sentence.
+    from litseg.segmentation.units import _pack, _pieces
+
+    return _pack(text, _pieces(text, start, end, max_words, level=2), max_words)
+
+
+def load_documents(spec: str | Path | Sequence[str | Path], **prepare_kwargs) -> Iterator[Document | ReadFailure]:
+    """Prepare every book named by ``spec`` (see :func:`iter_input_paths`). A book that fails
+    yields a :class:`ReadFailure` (logged) and the batch continues. Raises FileNotFoundError
+    only when ``spec`` matches nothing at all."""
+    for path in iter_input_paths(spec):
+        try:
+            yield prepare_document(path, **prepare_kwargs)
+        except Exception as exc:  # one bad book must not stop the batch; the failure is reported
+            log.warning("skipping %s: %s: %s", path, type(exc).__name__, exc)
+            yield ReadFailure(path, exc)
+
+
+__all__ = ["index_sentences", "load_documents", "prepare_document", "split_by_cap"]

@@ -1,0 +1,133 @@
+"""The records that travel through the whole pipeline.
+
+Offsets are character offsets into ``Document.text`` (the decoded source, BOM removed, line
+endings untouched), half-open ``[start, end)``. A chunk never stores text that cannot be found
+again at its spans: ``Document.text[start:end]`` is the ground truth, everything else derives
+from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """One indexed sentence of a unit. ``idx`` is 1-based within its unit."""
+
+    idx: int
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Unit:
+    """A top-level narrative unit (chapter, act, scene, canto, ...) or a piece of one.
+
+    ``path`` holds the titles of the enclosing levels, outermost first (e.g. ``["VOLUME I",
+    "CHAPTER III"]``); ``part`` is set when an overlong unit was split under the word cap
+    (``(k, total)``, 1-based).
+    """
+
+    book_id: str
+    unit_id: str
+    index: int
+    start: int
+    end: int
+    title: str = ""
+    kind: str = "section"
+    path: list[str] = field(default_factory=list)
+    part: tuple[int, int] | None = None
+    sentences: list[Sentence] = field(default_factory=list)
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self.sentences)
+
+
+@dataclass(slots=True)
+class Document:
+    """A decoded book. ``body_start``/``body_end`` delimit the text after licence and front-matter
+    stripping; units lie inside it."""
+
+    book_id: str
+    text: str
+    title: str = ""
+    author: str = ""
+    source_path: str = ""
+    encoding: str = "utf-8"
+    body_start: int = 0
+    body_end: int = -1
+    units: list[Unit] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.body_end < 0:
+            self.body_end = len(self.text)
+
+    def span(self, start: int, end: int) -> str:
+        return self.text[start:end]
+
+    def sentence_text(self, s: Sentence) -> str:
+        return self.text[s.start : s.end]
+
+
+@dataclass(slots=True)
+class Chunk:
+    """The chunk record every consumer reads (RAG, rewards, reports, adapters).
+
+    ``main_ids`` are the unit-local sentence indices of the main range, ``context_ids`` those of
+    the context sentences that lie outside it. ``main_spans`` are the document spans of the main
+    text in source order (one contiguous span for a sentence range or a character window), and
+    ``main_text == "".join(doc.text[s:e] for s, e in main_spans)``. ``context_spans`` hold one
+    span per context sentence. ``text`` is the reconstructed, context-enriched chunk: subtitle,
+    then context before the main range, main text, context after it. Sentence-free baselines
+    (token windows) set ``from_idx``/``to_idx``/``main_ids`` to the sentences they overlap.
+    """
+
+    book_id: str
+    unit_id: str
+    chunk_id: str
+    method: str
+    from_idx: int
+    to_idx: int
+    main_ids: list[int]
+    context_ids: list[int]
+    main_spans: list[tuple[int, int]]
+    context_spans: list[tuple[int, int]]
+    subtitle: str = ""
+    main_text: str = ""
+    context_before: str = ""
+    context_after: str = ""
+    text: str = ""
+    n_tokens: int = 0
+    unit_title: str = ""
+    unit_path: list[str] = field(default_factory=list)
+    unit_kind: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def start(self) -> int:
+        """Start offset of the main range in the document."""
+        return self.main_spans[0][0]
+
+    @property
+    def end(self) -> int:
+        """End offset of the main range in the document."""
+        return self.main_spans[-1][1]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["main_spans"] = [list(s) for s in self.main_spans]
+        d["context_spans"] = [list(s) for s in self.context_spans]
+        d["start"], d["end"] = self.start, self.end
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Chunk":
+        names = set(cls.__dataclass_fields__)
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["main_spans"] = [tuple(s) for s in kw.get("main_spans", [])]
+        kw["context_spans"] = [tuple(s) for s in kw.get("context_spans", [])]
+        return cls(**kw)

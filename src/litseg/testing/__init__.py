@@ -1,0 +1,1 @@
+"""Helpers for tests: tiny local models built on the fly (no download)."""

@@ -1,0 +1,42 @@
+"""Shared fixtures. Tests never touch the network; data in ../shared is optional."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path | None:
+    """``$LITSEG_SHARED_DIR`` or ``../shared`` beside the checkout, if it holds data."""
+    cand = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared"))
+    return cand if (cand / "data").is_dir() else None
+
+
+def shared_data_dir() -> Path:
+    """The shared data folder, or skip the calling test with the reason."""
+    d = shared_dir()
+    if d is None:
+        pytest.skip("needs ../shared/data (the project's shared literary texts and benchmarks); "
+                    "not present in this checkout - set LITSEG_SHARED_DIR to run it")
+    return d / "data"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    return shared_data_dir()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO

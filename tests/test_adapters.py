@@ -1,0 +1,152 @@
+"""LangChain and LlamaIndex adapters over litseg chunkers (optional extras)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from litseg.adapters import chunk_text, resolve_chunker, text_to_document
+from litseg.chunkers.recursive import RecursiveChunker
+from litseg.chunkers.token import TokenChunker
+
+HAS_LANGCHAIN = importlib.util.find_spec("langchain_text_splitters") is not None
+HAS_LLAMAINDEX = importlib.util.find_spec("llama_index") is not None and \
+    importlib.util.find_spec("llama_index.core") is not None
+
+# Repeated passages make naive offset recovery by text search go wrong.
+TEXT = (
+    "CHAPTER I.\r\n\r\nThe sea was calm. The sea was calm. Ahab paced the deck all night long, "
+    "listening to the timbers.\r\n\r\n\u201cThere she blows!\u201d cried the lookout. The sea was calm.\n"
+    "Everyone ran to the rail, and the boats were lowered at once."
+)
+
+
+@pytest.mark.parametrize("preprocess", [True, False])
+def test_text_to_document_keeps_the_text_verbatim(preprocess: bool) -> None:
+    text = "\ufeffBOM stays. Line\r\nendings too."
+    doc = text_to_document(text, book_id="x", preprocess=preprocess)
+    assert doc.text == text and doc.units[0].start == 0 and doc.units[-1].end == len(text)
+    sents = doc.units[0].sentences
+    assert sents and sents[0].start == 0 and sents[-1].end == len(text)
+    _, chunks = chunk_text(text, TokenChunker(chunk_size=2, tokenizer="whitespace"), preprocess=preprocess)
+    assert [c.main_text for c in chunks] == ["\ufeffBOM stays.", "Line\r\nendings", "too."]
+    assert text_to_document("  \n", preprocess=preprocess).units == []
+
+
+def test_preprocessing_keeps_chunks_inside_units() -> None:
+    para = "The crew worked hard all day on the deck of the ship. " * 6
+    text = "\n\n".join([para] * 8)
+    doc, chunks = chunk_text(text, RecursiveChunker(chunk_size=500), max_words=150)
+    assert len(doc.units) > 1
+    bounds = {u.unit_id: (u.start, u.end) for u in doc.units}
+    for c in chunks:
+        lo, hi = bounds[c.unit_id]
+        assert lo <= c.start < c.end <= hi and text[c.start : c.end] == c.main_text
+
+
+def test_resolve_chunker_by_name_or_object() -> None:
+    ch = RecursiveChunker(chunk_size=50)
+    assert resolve_chunker(ch) is ch
+    assert resolve_chunker("recursive", {"chunk_size": 77}).chunk_size == 77  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="only used with a chunker name"):
+        resolve_chunker(ch, {"chunk_size": 3})
+    with pytest.raises(ValueError, match="unknown chunker"):
+        resolve_chunker("no-such-chunker")
+
+
+@pytest.mark.skipif(not HAS_LANGCHAIN, reason="needs langchain-text-splitters (extra 'langchain')")
+class TestLangChain:
+    def test_split_text_returns_exact_pieces(self) -> None:
+        from litseg.adapters.langchain import LitsegTextSplitter
+
+        splitter = LitsegTextSplitter("recursive", chunker_params={"chunk_size": 60, "chunk_overlap": 20})
+        pieces = splitter.split_text(TEXT)
+        assert len(pieces) > 3 and all(p in TEXT for p in pieces)
+
+    def test_documents_carry_exact_offsets(self) -> None:
+        from langchain_core.documents import Document as LCDocument
+
+        from litseg.adapters.langchain import LitsegTextSplitter
+
+        splitter = LitsegTextSplitter(RecursiveChunker(chunk_size=40, chunk_overlap=15), book_id="moby")
+        docs = splitter.create_documents([TEXT, "Second text. Short."], metadatas=[{"src": "a"}, {"src": "b"}])
+        first = [d for d in docs if d.metadata["src"] == "a"]
+        second = [d for d in docs if d.metadata["src"] == "b"]
+        assert second and all(isinstance(d, LCDocument) for d in docs)
+        for d in first:
+            s, e = d.metadata["start_index"], d.metadata["end_index"]
+            assert TEXT[s:e] == d.page_content
+            assert d.metadata["main_spans"] == [[s, e]]
+            assert d.metadata["chunk_id"].startswith("moby:0001:") and d.metadata["method"] == "recursive"
+        starts = [d.metadata["start_index"] for d in first]
+        assert starts == sorted(starts)
+        # The repeated sentence occurs three times; each chunk is pinned to its own occurrence.
+        calm = [d.metadata["start_index"] for d in first if d.page_content.startswith("The sea was calm")]
+        assert len(set(calm)) == len(calm)
+        # Every non-whitespace character of the input is in some chunk.
+        covered = set()
+        for d in first:
+            covered.update(range(d.metadata["start_index"], d.metadata["end_index"]))
+        assert all(i in covered for i, ch in enumerate(TEXT) if not ch.isspace())
+
+    def test_split_documents_keeps_source_metadata(self) -> None:
+        from langchain_core.documents import Document as LCDocument
+
+        from litseg.adapters.langchain import LitsegTextSplitter
+
+        splitter = LitsegTextSplitter(TokenChunker(chunk_size=8, overlap=2, tokenizer="whitespace"))
+        out = splitter.split_documents([LCDocument(page_content=TEXT, metadata={"title": "Moby"})])
+        assert out and all(d.metadata["title"] == "Moby" for d in out)
+        assert all(TEXT[d.metadata["start_index"] : d.metadata["end_index"]] == d.page_content for d in out)
+
+    def test_rejects_unknown_content(self) -> None:
+        from litseg.adapters.langchain import LitsegTextSplitter
+
+        with pytest.raises(ValueError, match="content"):
+            LitsegTextSplitter("recursive", content="summary")
+
+    def test_lazy_package_attribute(self) -> None:
+        import litseg.adapters as adapters
+        from litseg.adapters.langchain import LitsegTextSplitter
+
+        assert adapters.LitsegTextSplitter is LitsegTextSplitter
+
+
+@pytest.mark.skipif(not HAS_LLAMAINDEX, reason="needs llama-index-core (extra 'llamaindex')")
+class TestLlamaIndex:
+    def test_nodes_have_exact_char_indices(self) -> None:
+        from llama_index.core import Document as LIDocument
+        from llama_index.core.schema import NodeRelationship, TextNode
+
+        from litseg.adapters.llamaindex import LitsegNodeParser
+
+        parser = LitsegNodeParser("recursive", chunker_params={"chunk_size": 40, "chunk_overlap": 15})
+        doc = LIDocument(text=TEXT, metadata={"title": "Moby"})
+        nodes = parser.get_nodes_from_documents([doc])
+        assert len(nodes) > 3 and all(isinstance(n, TextNode) for n in nodes)
+        for n in nodes:
+            assert TEXT[n.start_char_idx : n.end_char_idx] == n.text
+            assert n.metadata["title"] == "Moby" and n.metadata["method"] == "recursive"
+            assert n.relationships[NodeRelationship.SOURCE].node_id == doc.doc_id
+            assert "chunk_id" in n.excluded_embed_metadata_keys
+        calm = [n.start_char_idx for n in nodes if n.text.startswith("The sea was calm")]
+        assert len(set(calm)) == len(calm)
+        # Prev/next links follow the chunk order.
+        assert nodes[1].relationships[NodeRelationship.PREVIOUS].node_id == nodes[0].node_id
+
+    def test_context_enriched_text_keeps_offsets(self) -> None:
+        from llama_index.core import Document as LIDocument
+
+        from litseg.adapters.llamaindex import LitsegNodeParser
+
+        parser = LitsegNodeParser(TokenChunker(chunk_size=6, tokenizer="whitespace"), content="text")
+        nodes = parser.get_nodes_from_documents([LIDocument(text=TEXT)])
+        assert parser.chunker_name == "token"
+        assert all(TEXT[n.start_char_idx : n.end_char_idx] == n.text for n in nodes)  # baselines: text == main text
+
+    def test_rejects_unknown_content(self) -> None:
+        from litseg.adapters.llamaindex import LitsegNodeParser
+
+        with pytest.raises(ValueError, match="content"):
+            LitsegNodeParser("recursive", content="summary")
