@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU wheel of torch; on this project's machines pip takes it from local disk. GPU users: see environment.yml.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= llm,embedded,dev
+EXTRAS ?= llm,embedded,eval,dev
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 export OMP_NUM_THREADS ?= 1
@@ -21,6 +21,11 @@ export WANDB_MODE ?= offline
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@# WordNet 3.0 for METEOR, offline (Debian's wordnet-base); skipped without root or apt.
+	@if [ ! -d /usr/share/wordnet ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null 2>&1 || \
+	  (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null 2>&1) || \
+	  echo "note: could not install wordnet-base; METEOR will be reported as missing"; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"

@@ -66,6 +66,8 @@ def _server_process(latency_s: float) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        if proc.stdout:
+            proc.stdout.close()
 
 
 def run_benchmark(concurrencies: list[int], latency_s: float, per_slot: int, replicas: int,
@@ -84,7 +86,8 @@ def run_benchmark(concurrencies: list[int], latency_s: float, per_slot: int, rep
             n = concurrency * per_slot
             with OpenAIChatModel("fake-model", base_urls=urls, max_concurrency=concurrency,
                                  trust_env=False) as model:
-                model.chat(_requests(1)[0])  # start the loop and open a connection outside the timing
+                # Steady state, as in a long run: the loop started and one connection per slot open.
+                model.chat_batch(_requests(concurrency))
                 for srv in servers:
                     srv.reset_stats()
                 started = time.perf_counter()

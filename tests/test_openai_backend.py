@@ -121,7 +121,7 @@ def test_extra_body_and_max_tokens_field(server):
 # ------------------------------------------------------------------ concurrency and load
 def test_batch_runs_concurrently_within_the_bound_and_keeps_order():
     # Later requests answer sooner, so completion order differs from request order.
-    with FakeOpenAIServer(latency_s=lambda body: 0.02 + 0.08 * (int(body["messages"][1]["content"]) % 3 == 0)) \
+    with FakeOpenAIServer(latency_s=lambda body: 0.05 + 0.15 * (int(body["messages"][1]["content"]) % 3 == 0)) \
             as srv, _model(srv.base_url, max_concurrency=4) as model:
         started = time.perf_counter()
         out = model.chat_batch([_req(str(i)) for i in range(24)])
@@ -129,7 +129,7 @@ def test_batch_runs_concurrently_within_the_bound_and_keeps_order():
     assert [c.text for c in out] == [f"echo: {i}" for i in range(24)]
     assert srv.stats.max_in_flight == 4
     assert all(c.seconds < 0.5 for c in out)  # time waiting for a slot is not counted as work
-    serial = sum(0.02 + 0.08 * (i % 3 == 0) for i in range(24))
+    serial = sum(0.05 + 0.15 * (i % 3 == 0) for i in range(24))
     assert elapsed < serial / 2
 
 
@@ -160,7 +160,9 @@ def test_serving_benchmark_meets_its_target(repo_root, monkeypatch):
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, bench)  # dataclasses look their module up there
     spec.loader.exec_module(bench)
-    rows = bench.run_benchmark([1, 32], latency_s=0.2, per_slot=5, replicas=1)
+    # 0.5 s per answer (the script's default is 0.2 s) keeps the figure about overlap, not about how
+    # busy the machine's two cores are: issuing 32 requests then costs well under one latency.
+    rows = bench.run_benchmark([1, 32], latency_s=0.5, per_slot=3, replicas=1)
     assert [r.errors for r in rows] == [0, 0]
     assert rows[1].speedup >= 20, rows
 
@@ -317,6 +319,29 @@ def test_identity_ignores_endpoints_and_concurrency():
 
 
 # ------------------------------------------------------------------ calling conventions
+def test_conf_llm_openai_builds_through_the_factory_with_the_cache(server, repo_root, tmp_path, monkeypatch):
+    from omegaconf import OmegaConf
+
+    from litseg.llm.factory import build_llm
+
+    monkeypatch.setenv("LITSEG_OPENAI_BASE_URLS", server.base_url)
+    monkeypatch.setenv("LITSEG_OPENAI_MODEL", "fake-model")
+    cfg = OmegaConf.load(repo_root / "conf" / "llm" / "openai.yaml")
+    cfg.cache.path = str(tmp_path / "responses.sqlite")
+    cfg.trust_env = False
+    model = build_llm(cfg)
+    try:
+        first = model.chat_batch([_req("a", SCHEMA), _req("b")])
+        again = model.chat_batch([_req("a", SCHEMA), _req("b")])
+    finally:
+        model.close()
+    assert [c.error for c in first] == [None, None]
+    assert [c.from_cache for c in again] == [True, True]
+    assert [c.text for c in again] == [c.text for c in first]
+    assert server.stats.requests == 2  # the second batch never reached the server
+
+
+
 def test_sync_chat_works_inside_a_running_event_loop(server):
     model = _model(server.base_url)
 

@@ -73,8 +73,30 @@ STEP2_JSON = json.dumps({"step_2_threads": "A: harbour; B: boat (intradiegetic)"
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
+def prompt_path(name: str):
+    # The retry message lives in its own config group (conf/feedback/), the rest in conf/prompt/.
+    return REPO / "conf" / "feedback" / "default.yaml" if name == "feedback" else PROMPT_DIR / f"{name}.yaml"
+
+
 def load(name: str) -> Any:
-    return OmegaConf.to_container(OmegaConf.load(PROMPT_DIR / f"{name}.yaml"), resolve=True)
+    return OmegaConf.to_container(OmegaConf.load(prompt_path(name)), resolve=True)
+
+
+def schema_shape(node: dict[str, Any]) -> Any:
+    """The same shape notation, read off the exported JSON Schema."""
+    if node.get("type") == "object":
+        return {k: schema_shape(v) for k, v in node["properties"].items()}
+    if node.get("type") == "array" and node["items"].get("type") == "object":
+        return [schema_shape(node["items"])]
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_shapes_match_the_answer_schemas(name: str) -> None:
+    # The JSON the prompts ask for is exactly what the parser and constrained decoding expect.
+    from litseg.segmentation.schema import get_schema, json_schema
+
+    assert schema_shape(json_schema(get_schema(name))) == SHAPES[name]
 
 
 def variables(
@@ -124,7 +146,7 @@ def all_schema_keys() -> set[str]:
 
 @pytest.mark.parametrize("name", ALL_FILES)
 def test_file_starts_with_usage_comment_and_names_itself(name: str) -> None:
-    text = (PROMPT_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    text = (prompt_path(name)).read_text(encoding="utf-8")
     first = text.splitlines()[0]
     assert first.startswith("# "), "first line must say how the file is used"
     if name in SINGLE_PASS or name == "litseg":
@@ -263,7 +285,7 @@ def test_every_prompt_composes_as_a_hydra_group(tmp_path: Path) -> None:
     shutil.copytree(PROMPT_DIR, tmp_path / "prompt")
     (tmp_path / "probe.yaml").write_text("defaults:\n  - prompt: litseg_lite\n  - _self_\n")
     with initialize_config_dir(config_dir=str(tmp_path), version_base=None):
-        for name in ALL_FILES:
+        for name in [n for n in ALL_FILES if n != "feedback"]:
             cfg = compose(config_name="probe", overrides=[f"prompt={name}"])
             assert cfg.prompt.name == name
             assert OmegaConf.to_container(cfg.prompt, resolve=True) == load(name)

@@ -49,6 +49,10 @@ class _Tokenizer:
     def encode(self, text, add_special_tokens=True):
         return text.split()
 
+    def apply_chat_template(self, messages, tokenize=True, add_generation_prompt=False, **kwargs):
+        words = [w for m in messages for w in ("<|" + m["role"] + "|>", *m["content"].split())]
+        return words + (["<|assistant|>"] if add_generation_prompt else [])
+
 
 class LLM:
     def __init__(self, **kwargs):
@@ -70,6 +74,8 @@ class LLM:
         outputs = []
         for conversation, sp in zip(messages, params):
             user = conversation[-1]["content"]
+            if "CRASH" in user:
+                os._exit(3)  # a replica process dying mid-batch
             if "TOO_LONG" in user:
                 raise ValueError("prompt is longer than max_model_len")
             constrained = sp.structured_outputs is not None or sp.guided_decoding is not None
@@ -122,8 +128,8 @@ FAKE_SAMPLING_NONE = FAKE_SAMPLING_OLD.replace("guided_decoding=None):", "):").r
 
 FAKE_LORA = '''
 class LoRARequest:
-    def __init__(self, adapter_name, lora_int_id, adapter):
-        self.adapter_name, self.lora_int_id, self.adapter = adapter_name, lora_int_id, adapter
+    def __init__(self, lora_name, lora_int_id, lora_path):
+        self.lora_name, self.lora_int_id, self.lora_path = lora_name, lora_int_id, lora_path
 '''
 
 SCHEMA = {"type": "object", "properties": {"boundary": {"type": "integer"}}, "required": ["boundary"],
@@ -264,7 +270,7 @@ def test_lora_adapter_is_sent_with_every_batch(fake_vllm):
     model = VLLMChatModel("base", adapter="/ckpt/student-lora", adapter_name="student")
     model.chat_batch([_req("a"), _req("b")])
     lora = _chat_calls(fake_vllm)[0]["lora_request"]
-    assert (lora.adapter_name, lora.lora_int_id, lora.adapter) == ("student", 1, "/ckpt/student-lora")
+    assert (lora.lora_name, lora.lora_int_id, lora.lora_path) == ("student", 1, "/ckpt/student-lora")
     assert model.identity()["adapter"] == "/ckpt/student-lora"
 
 
@@ -300,6 +306,8 @@ def test_count_tokens_uses_the_engine_tokenizer_once_loaded(fake_vllm):
     assert model.count_tokens("a b c d e f g h") == 3  # heuristic: no engine loaded for counting
     model.chat(_req("load"))
     assert model.count_tokens("a b c d e f g h") == 8
+    # system: role + 3 words, user: role + 1 word, then the generation prompt
+    assert model.count_prompt_tokens(_req("hello").messages) == 4 + 2 + 1
 
 
 def test_missing_vllm_gives_a_clear_error(monkeypatch):
@@ -333,6 +341,18 @@ def test_data_parallel_replicas_pin_gpus_and_keep_order(fake_vllm, monkeypatch):
     assert fake_vllm.INSTANCES == []  # the engines live in the replicas, not here
 
 
+def test_dead_replica_fails_its_shard_and_is_replaced(fake_vllm, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    model = VLLMChatModel("m", data_parallel_size=2, replica_start_timeout_s=60)
+    try:
+        out = model.chat_batch([_req("fine"), _req("CRASH now")])
+        after = model.chat_batch([_req("a"), _req("b")])
+    finally:
+        model.close()
+    assert out[1].error is not None and "died" in out[1].error and out[1].text == ""
+    assert [json.loads(c.text)["echo"] for c in after] == ["a", "b"]
+
+
 def test_data_parallel_needs_enough_gpus(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     with pytest.raises(ValueError, match="needs 4 GPUs"):
@@ -346,3 +366,21 @@ def test_replica_that_cannot_start_is_reported(fake_vllm, monkeypatch):
         model.chat(_req("x"))
     model.close()
 
+
+
+def test_conf_llm_vllm_builds_through_the_factory(fake_vllm, repo_root):
+    from omegaconf import OmegaConf
+
+    from litseg.llm.factory import build_llm
+
+    cfg = OmegaConf.load(repo_root / "conf" / "llm" / "vllm.yaml")
+    cfg.cache.enabled = False
+    cfg.adapter = "/ckpt/lite"
+    model = build_llm(cfg)
+    assert isinstance(model, VLLMChatModel)
+    out = model.chat_batch([_req("a", SCHEMA), _req("b")])
+    assert [c.error for c in out] == [None, None]
+    init = next(c for kind, c in fake_vllm.CALLS if kind == "init")
+    assert init["model"] == "Qwen/Qwen2.5-7B-Instruct" and init["enable_prefix_caching"] is True
+    assert init["enable_lora"] is True
+    assert _chat_calls(fake_vllm)[0]["lora_request"].lora_path == "/ckpt/lite"

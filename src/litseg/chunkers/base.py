@@ -72,29 +72,37 @@ def _load_builtin() -> None:
     import litseg.chunkers.builtin  # noqa: F401
 
 
-def build_chunker_from_config(method: Any, llm: Any = None, prompt: Any = None) -> Chunker:
+def build_chunker_from_config(method: Any, **groups: Any) -> Chunker:
     """Build the chunker named in a ``method`` config group.
 
-    The LLM is built only for chunkers whose factory takes an ``llm`` argument, so baselines
-    never import torch or start an engine; likewise ``prompt`` is passed only where it is used.
+    ``groups`` are other composed config groups (``llm``, ``prompt``, ``feedback``, ...). Each is
+    passed only to a factory that takes an argument of that name; the ``llm`` group is turned
+    into a :class:`~litseg.llm.base.ChatModel` first. So baselines never import torch or start
+    an engine.
     """
     import inspect
 
     from omegaconf import DictConfig, OmegaConf
 
-    params = OmegaConf.to_container(method, resolve=True) if isinstance(method, DictConfig) else dict(method)
+    def plain(node: Any) -> Any:
+        return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+    params = dict(plain(method))
     name = params.pop("name")
     _load_builtin()
     if name not in _REGISTRY:
         raise ValueError(f"unknown chunker {name!r}; available: {', '.join(sorted(_REGISTRY))}")
     factory = _REGISTRY[name]
     accepted = inspect.signature(factory).parameters
-    if "llm" in accepted:
-        if llm is None:
-            raise ValueError(f"chunker {name!r} needs an llm config")
-        from litseg.llm.factory import build_llm
+    for group, node in groups.items():
+        if group not in accepted or node is None:
+            continue
+        if group == "llm":
+            from litseg.llm.factory import build_llm
 
-        params["llm"] = build_llm(llm)
-    if "prompt" in accepted and prompt is not None:
-        params["prompt"] = OmegaConf.to_container(prompt, resolve=True) if isinstance(prompt, DictConfig) else prompt
+            params["llm"] = build_llm(node)
+        else:
+            params[group] = plain(node)
+    if "llm" in accepted and "llm" not in params:
+        raise ValueError(f"chunker {name!r} needs an llm config (llm=...)")
     return factory(**params)

@@ -5,3 +5,10 @@ import litseg.chunkers.merge  # noqa: F401,E402
 import litseg.chunkers.recursive  # noqa: F401,E402
 import litseg.chunkers.semantic  # noqa: F401,E402
 import litseg.chunkers.token  # noqa: F401,E402
+
+# LLM chunkers (the model is built by the caller and passed in; nothing heavy imports here).
+import litseg.chunkers.litseg_lite  # noqa: F401,E402
+import litseg.chunkers.litseg  # noqa: F401,E402
+import litseg.chunkers.lumber  # noqa: F401,E402
+import litseg.chunkers.margin  # noqa: F401,E402
+import litseg.chunkers.perplexity  # noqa: F401,E402

@@ -68,7 +68,8 @@ class SemanticChunker(Chunker):
         if buffer_size < 0:
             raise ValueError(f"semantic chunker: buffer_size must be >= 0, got {buffer_size}")
         if not 0 <= breakpoint_percentile <= 100:
-            raise ValueError(f"semantic chunker: breakpoint_percentile must be in [0, 100], got {breakpoint_percentile}")
+            raise ValueError(
+                f"semantic chunker: breakpoint_percentile must be in [0, 100], got {breakpoint_percentile}")
         self.buffer_size = buffer_size
         self.breakpoint_percentile = float(breakpoint_percentile)
         if embedder is None:

@@ -9,6 +9,7 @@ whatever a tokenizer skips (whitespace, unknown bytes) still lands in a chunk.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -82,17 +83,41 @@ def _embedded_gguf() -> Path | None:
     return files[0] if files else None
 
 
+def _tokenizer_cache_dir() -> Path:
+    base = os.environ.get("LITSEG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "litseg")
+    return Path(base) / "tokenizers"
+
+
 def _embedded_tokenizer() -> OffsetTokenizer | None:
-    """The SmolLM2 tokenizer read from the embedded model's GGUF (needs ``transformers``)."""
+    """The SmolLM2 tokenizer read from the embedded model's GGUF (needs ``transformers``).
+
+    Converting the GGUF vocabulary takes seconds, so the result is kept as a ``tokenizer.json``
+    in the user cache (``$LITSEG_CACHE_DIR`` or ``~/.cache/litseg``), keyed by the file's size
+    and modification time; an unwritable cache only costs the conversion again.
+    """
     gguf = _embedded_gguf()
     if gguf is None:
         return None
+    stat = gguf.stat()
+    name = f"embedded:{gguf.stem}"
+    cached = _tokenizer_cache_dir() / f"{gguf.stem}-{stat.st_size}-{stat.st_mtime_ns}.json"
+    if cached.is_file():
+        from tokenizers import Tokenizer
+
+        return HFTokenizer(Tokenizer.from_file(str(cached)), name=name)
     try:
         from transformers import AutoTokenizer
     except ImportError:
         return None
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    return HFTokenizer(tok.backend_tokenizer, name=f"embedded:{gguf.stem}")
+    backend = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).backend_tokenizer
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        backend.save(str(tmp))
+        os.replace(tmp, cached)
+    except OSError:
+        pass
+    return HFTokenizer(backend, name=name)
 
 
 @lru_cache(maxsize=8)

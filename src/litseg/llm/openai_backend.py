@@ -8,7 +8,9 @@ blocking calls that also work when the caller already runs an event loop; async 
 
 Behaviour:
 
-* at most ``max_concurrency`` HTTP requests in flight (one semaphore over all base URLs);
+* at most ``max_concurrency`` HTTP requests in flight (one semaphore over all base URLs), carried
+  by several small connection pools per server (``connections_per_client``) because one large
+  httpx pool slows down quadratically with its size;
 * several ``base_urls`` share the load (least-in-flight or round robin); an endpoint that
   refused a connection is skipped for ``endpoint_cooldown_s`` while another one is up;
 * HTTP 408/409/429/5xx, timeouts, dropped connections and unparsable bodies are retried with
@@ -409,7 +411,7 @@ class OpenAIChatModel(ChatModel):
             lane.in_flight += 1
             try:
                 response = await lane.client.post(f"{endpoint.base_url}/chat/completions", json=payload,
-                                             headers=self._headers())
+                                                  headers=self._headers())
             except httpx.TimeoutException as exc:
                 endpoint.failures += 1
                 return _Outcome(error=f"timeout ({type(exc).__name__}) at {endpoint.base_url}", retryable=True)
@@ -464,7 +466,7 @@ class OpenAIChatModel(ChatModel):
         prompt_tokens = usage.get("prompt_tokens")
         completion_tokens = usage.get("completion_tokens")
         if prompt_tokens is None:  # servers without usage: estimate so the accounting is not zero
-            prompt_tokens = sum(self.count_tokens(str(m.get("content", ""))) for m in req.messages)
+            prompt_tokens = self.count_prompt_tokens(req.messages)
         if completion_tokens is None:
             completion_tokens = self.count_tokens(text)
         return Completion(

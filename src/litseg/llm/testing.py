@@ -9,11 +9,11 @@ request is kept in :attr:`ScriptedChatModel.requests` so tests can check what wa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Union
+from typing import Any
 
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, stable_json
 
-Answer = Union[str, Completion]
+Answer = str | Completion
 
 
 class ScriptExhausted(ChatModelError):

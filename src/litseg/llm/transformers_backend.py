@@ -91,6 +91,9 @@ class _Loaded:
     grammar_lock: threading.Lock = field(default_factory=threading.Lock)
     compiled: OrderedDict[str, Any] = field(default_factory=OrderedDict)
     grammar_broken: str | None = None  # why xgrammar cannot be used with this tokenizer
+    # One generate() at a time per model: callers may be worker threads, and a seeded call
+    # reseeds torch's global generator.
+    generate_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _LOADED: dict[str, _Loaded] = {}
@@ -259,8 +262,8 @@ class GrammarLogitsProcessor:
     """Masks every token the JSON grammar forbids, one xgrammar matcher per batch row.
 
     Written against xgrammar's matcher API rather than its ``contrib.hf`` helper so that a token
-    the matcher rejects (it cannot happen under greedy decoding, but sampling warpers run in
-    between) frees that row instead of aborting the whole batch with an assertion.
+    the matcher unexpectedly rejects frees that row (with a warning) instead of aborting the whole
+    batch with an assertion, and so that rows without a usable grammar can share the batch.
     """
 
     def __init__(self, compiled: list[Any | None]) -> None:
@@ -418,10 +421,24 @@ class TransformersChatModel(ChatModel):
     def chat(self, request: ChatRequest) -> Completion:
         return self.chat_batch([request])[0]
 
+    def context_length(self) -> int | None:
+        """Most tokens (prompt + answer) the model's positions cover, when its config says."""
+        value = getattr(self.loaded.model.config, "max_position_embeddings", None)
+        return int(value) if value else None
+
     def chat_batch(self, requests: list[ChatRequest]) -> list[Completion]:
         results: list[Completion | None] = [None] * len(requests)
+        prompts: dict[int, list[int]] = {}
+        limit = self.context_length()
         groups: dict[str, list[int]] = {}
         for i, req in enumerate(requests):
+            ids = self._prompt_ids(req.messages)
+            if limit is not None and len(ids) >= limit:
+                results[i] = Completion(text="", prompt_tokens=len(ids), finish_reason="error", model=self.name,
+                                        error=f"prompt of {len(ids)} tokens does not fit the model's "
+                                              f"context of {limit} tokens")
+                continue
+            prompts[i] = ids
             sampled_with_seed = req.temperature > 0 and req.seed is not None
             # A seeded sample must not depend on its batch neighbours, so it runs alone.
             key = f"solo:{i}" if sampled_with_seed else stable_json(
@@ -431,41 +448,44 @@ class TransformersChatModel(ChatModel):
         for members in groups.values():
             for start in range(0, len(members), size):
                 part = members[start:start + size]
-                for i, completion in zip(part, self._generate([requests[i] for i in part])):
+                answers = self._generate([requests[i] for i in part], [prompts[i] for i in part])
+                for i, completion in zip(part, answers):
                     results[i] = completion
         return [r for r in results if r is not None]
 
-    def _generate(self, requests: list[ChatRequest]) -> list[Completion]:
+    def _generate(self, requests: list[ChatRequest], prompts: list[list[int]]) -> list[Completion]:
         try:
-            return self._generate_unchecked(requests)
+            return self._generate_unchecked(requests, prompts)
         except ChatModelError:
             raise
         except Exception as exc:
             if len(requests) > 1:
                 log.warning("batch of %d failed (%s); retrying one by one", len(requests), exc)
-                return [c for r in requests for c in self._generate([r])]
+                return [c for r, p in zip(requests, prompts) for c in self._generate([r], [p])]
             log.exception("generation failed")
-            return [Completion(text="", finish_reason="error", model=self.name,
+            return [Completion(text="", prompt_tokens=len(prompts[0]), finish_reason="error", model=self.name,
                                error=f"{type(exc).__name__}: {exc}")]
 
-    def _generate_unchecked(self, requests: list[ChatRequest]) -> list[Completion]:
+    def _generate_unchecked(self, requests: list[ChatRequest], prompts: list[list[int]]) -> list[Completion]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList, TopPLogitsWarper
 
         loaded = self.loaded
         tok = loaded.tokenizer
         first = requests[0]
-        prompts = [self._prompt_ids(r.messages) for r in requests]
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), loaded.pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids):] = 1
+        limit = self.context_length()
+        # Past the last position the answer would be noise; stop there and report a cut.
+        max_new = first.max_tokens if limit is None else max(1, min(first.max_tokens, limit - width))
 
         sampling = first.temperature > 0
         gen = GenerationConfig(
-            max_new_tokens=first.max_tokens, do_sample=sampling, num_beams=1,
+            max_new_tokens=max_new, do_sample=sampling, num_beams=1,
             eos_token_id=sorted(loaded.eos_ids), pad_token_id=loaded.pad_id,
             stop_strings=list(first.stop) if first.stop else None,
             **({"temperature": first.temperature, "top_k": 0, "top_p": 1.0} if sampling else {}))
@@ -480,14 +500,14 @@ class TransformersChatModel(ChatModel):
             processors.append(TopPLogitsWarper(top_p=first.top_p))
         kwargs: dict[str, Any] = {"tokenizer": tok} if first.stop else {}
 
-        start = time.perf_counter()
-        with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+        with loaded.generate_lock, torch.inference_mode(), torch.random.fork_rng(devices=[]):
+            start = time.perf_counter()
             if first.seed is not None:
                 torch.manual_seed(first.seed)
             output = loaded.model.generate(
                 input_ids=input_ids.to(loaded.device), attention_mask=attention.to(loaded.device),
                 generation_config=gen, logits_processor=processors, **kwargs)
-        seconds = time.perf_counter() - start
+            seconds = time.perf_counter() - start
         if grammar is not None:
             self.grammar_seconds += grammar.seconds
             self.grammar_steps += grammar.calls
@@ -501,7 +521,7 @@ class TransformersChatModel(ChatModel):
             body = new if end is None else new[:end]
             used = len(new) if end is None else end + int(new[end] in loaded.eos_ids)
             text = tok.decode(body, skip_special_tokens=True)
-            finish = "stop" if end is not None else ("length" if used >= first.max_tokens else "stop")
+            finish = "stop" if end is not None else ("length" if used >= max_new else "stop")
             if first.stop:
                 cut = [text.find(s) for s in first.stop if s and s in text]
                 if cut:

@@ -27,6 +27,7 @@ import logging
 import multiprocessing
 import os
 import queue
+import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -58,7 +59,7 @@ class VLLMBackendConfig:
     seed: int = 0
     adapter: str | None = None  # LoRA adapter directory, applied to every request
     adapter_name: str = "litseg-adapter"
-    max_lora_rank: int = 16
+    max_lora_rank: int = 64
     constrained_decoding: bool = True  # JSON-schema requests use vLLM's structured outputs
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # anything else vllm.LLM accepts
@@ -323,6 +324,7 @@ class VLLMChatModel(ChatModel):
         self.name = f"vllm:{self.config.model_id or model}"
         self._llm: Any = None
         self._pool: _ReplicaPool | None = None
+        self._lock = threading.Lock()  # vllm.LLM is not thread-safe: one batch at a time
 
     def identity(self) -> dict[str, Any]:
         cfg = self.config
@@ -357,8 +359,9 @@ class VLLMChatModel(ChatModel):
         specs = [_request_spec(r) for r in requests]
         size = self.config.max_batch_size or len(specs)
         completions: list[Completion] = []
-        for start in range(0, len(specs), size):
-            completions.extend(self._run(specs[start:start + size]))
+        with self._lock:
+            for start in range(0, len(specs), size):
+                completions.extend(self._run(specs[start:start + size]))
         return completions
 
     def _run(self, specs: list[dict[str, Any]]) -> list[Completion]:
@@ -383,8 +386,16 @@ class VLLMChatModel(ChatModel):
             return len(self._llm.get_tokenizer().encode(text, add_special_tokens=False))
         return super().count_tokens(text)
 
+    def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
+        if self._llm is not None:
+            ids = self._llm.get_tokenizer().apply_chat_template(
+                messages, tokenize=True, add_generation_prompt=True, **self.config.chat_template_kwargs)
+            return len(ids)
+        return super().count_prompt_tokens(messages)
+
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
-        self._llm = None
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+            self._llm = None

@@ -1,9 +1,16 @@
 """The annotation run behind ``annotate.py``: books in, chunk records out, resumable.
 
-Each unit is keyed by the hash of its text and of everything that can change its chunks (the
-chunker's fingerprint: method, parameters, model identity, prompt version). A finished unit is
-committed to the run directory's ledger; a rerun into the same directory skips it, so a run
-killed at any moment restarts without redoing or losing a unit.
+Each unit is keyed by the hash of its book id, text, sentence boundaries and everything that can
+change its chunks (the chunker's fingerprint: method, parameters, model identity, prompt
+version). A finished unit is committed to the run directory's ledger (:mod:`.store`); a rerun
+into the same directory skips it, so a run killed at any moment (``kill -9`` included) restarts
+without redoing or losing a unit. A book whose units are all committed is noted too, and a
+restart skips it without reading it again.
+
+Units of several books are handed to the chunker together (``window_units`` at a time) when it
+can take them (``chunk_many``), so a batching backend sees wide batches across book boundaries.
+A unit that fails outright is recorded in ``failures.jsonl``, counted, and left uncommitted (the
+next run tries it again); the others go on.
 """
 
 from __future__ import annotations
@@ -11,25 +18,33 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import subprocess
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from litseg.chunkers.base import Chunker, UnitResult
 from litseg.llm.base import stable_json
-from litseg.pipeline.store import RunStore
+from litseg.pipeline.sources import BookSource, _file_hash
+from litseg.pipeline.store import FAILURES, LEDGER, RunStore, iter_jsonl
 from litseg.segmentation.types import Document, Unit
 
 log = logging.getLogger(__name__)
 
+SUMMARY = "run_summary.json"
+
 
 def unit_key(doc: Document, unit: Unit, fingerprint: dict[str, Any]) -> str:
+    """Hash of the unit's book id, text and sentence boundaries, and of the chunker's fingerprint."""
     h = hashlib.sha256()
     h.update(doc.book_id.encode())
     h.update(b"\0" + unit.unit_id.encode() + b"\0")
     h.update(doc.text[unit.start : unit.end].encode("utf-8", "surrogatepass"))
+    # Sentence boundaries depend on preprocessing settings: other boundaries, other answer.
+    h.update(b"\0" + ",".join(f"{s.start - unit.start}:{s.end - unit.start}" for s in unit.sentences).encode())
     h.update(b"\0" + stable_json(fingerprint).encode())
     return h.hexdigest()[:32]
 
@@ -44,7 +59,10 @@ def sentence_rows(doc: Document, unit: Unit) -> list[dict[str, Any]]:
 
 @dataclass
 class RunTotals:
+    """Accounting over units: one run (this process) or a whole run directory."""
+
     books: int = 0
+    books_skipped: int = 0
     books_failed: list[dict[str, str]] = field(default_factory=list)
     units: int = 0
     units_skipped: int = 0
@@ -57,22 +75,40 @@ class RunTotals:
     retries: int = 0
     repairs: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
+    stages_unavailable: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    model_seconds: float = 0.0
     source_words: int = 0
 
-    def add(self, res: UnitResult, diag: dict[str, Any]) -> None:
+    def add(self, res: UnitResult | None, diag: dict[str, Any]) -> None:
+        """Count a committed unit (``res`` may be None when read back from a ledger)."""
         self.units += 1
-        self.chunks += len(res.chunks)
-        self.units_failed += int(res.error is not None)
+        self.chunks += len(res.chunks) if res is not None else int(diag.get("n_chunks", 0))
         self.calls += int(diag.get("calls", 0))
         self.prompt_tokens += int(diag.get("prompt_tokens", 0))
         self.cached_tokens += int(diag.get("cached_tokens", 0))
         self.completion_tokens += int(diag.get("completion_tokens", 0))
-        self.retries += max(0, int(diag.get("tries", 1)) - 1)
+        retries = diag.get("retries")
+        self.retries += int(retries) if retries is not None else max(0, int(diag.get("tries", 1)) - 1)
         self.repairs += len(diag.get("repairs", []) or [])
         fb = str(diag.get("fallback", "none"))
         self.fallbacks[fb] = self.fallbacks.get(fb, 0) + 1
+        for stage in diag.get("stages_unavailable", []) or []:
+            self.stages_unavailable[stage] = self.stages_unavailable.get(stage, 0) + 1
+        self.model_seconds += float(diag.get("model_seconds", diag.get("seconds", 0.0)) or 0.0)
         self.source_words += int(diag.get("n_words", 0))
+
+    def per_1k_words(self) -> dict[str, float]:
+        if not self.source_words:
+            return {}
+        scale = 1000 / self.source_words
+        return {k: round(getattr(self, k) * scale, 1)
+                for k in ("calls", "prompt_tokens", "cached_tokens", "completion_tokens")}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["per_1k_words"] = self.per_1k_words()
+        return d
 
 
 def git_commit() -> str | None:
@@ -84,77 +120,220 @@ def git_commit() -> str | None:
         return None
 
 
+@dataclass
+class _Book:
+    source: BookSource
+    doc: Document
+    book_key: str
+    n_units: int
+    outstanding: int = 0
+    failed: int = 0
+
+
+@dataclass
+class _Pending:
+    book: _Book
+    unit: Unit
+    key: str
+
+
 def annotate(
     *,
-    inputs: list[Path],
+    inputs: Iterable[BookSource | Path | str],
     chunker: Chunker,
     out_dir: Path,
-    prepare: Any,
+    prepare: Callable[[Any], Document] | None = None,
     limit_units: int | None = None,
     resume: bool = True,
     progress: bool = True,
+    window_units: int = 256,
+    prepare_settings: dict[str, Any] | None = None,
+    extra_summary: dict[str, Any] | None = None,
+    durable: bool = True,
 ) -> dict[str, Any]:
     """Chunk every unit of every input book into ``out_dir``; returns the run summary.
 
-    ``prepare(path) -> Document`` reads and indexes one book (raising on unreadable input).
+    ``inputs`` are :class:`BookSource` objects, or paths read with ``prepare(path) -> Document``
+    (which raises on unreadable input). ``prepare_settings`` (the preprocessing config) is part of
+    the key that lets a restart skip a finished book unread.
     """
     from tqdm.auto import tqdm
 
-    store = RunStore(out_dir).open() if resume else _fresh_store(out_dir)
+    out_dir = Path(out_dir)
+    if not resume:
+        _clear_run_files(out_dir)
+    store = RunStore(out_dir, durable=durable).open()
+    if store.recovered:
+        log.warning("cut off leftovers of an interrupted run: %s", store.recovered)
     totals = RunTotals()
     t0 = time.perf_counter()
     fingerprint = chunker.fingerprint()
-    docs_path = out_dir / "documents.jsonl"
+    book_salt = stable_json({"fingerprint": fingerprint, "prepare": prepare_settings or {}, "limit": limit_units})
+    labels_to_ids = {str(row.get("source_path")): bid for bid, row in store.documents.items()}
+    ids_in_run: set[str] = set()
+    batchable = callable(getattr(chunker, "chunk_many", None))
+    window: list[_Pending] = []
     bar = tqdm(total=0, unit="unit", disable=not progress, dynamic_ncols=True, desc=chunker.name)
-    for path in inputs:
-        try:
-            doc = prepare(path)
-        except Exception as exc:  # noqa: BLE001 - one bad book must not stop a batch
-            log.error("cannot read %s: %s", path, exc)
-            totals.books_failed.append({"path": str(path), "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        totals.books += 1
-        _record_document(docs_path, out_dir, doc)
-        units = doc.units[:limit_units] if limit_units else doc.units
-        keyed = [(u, unit_key(doc, u, fingerprint)) for u in units]
-        pending = [(u, k) for u, k in keyed if not store.is_done(k)]
-        totals.units_skipped += len(keyed) - len(pending)
-        bar.total += len(pending)
-        bar.refresh()
-        by_id = {u.unit_id: (u, k) for u, k in pending}
-        results = chunker.chunk_units(doc, [u for u, _ in pending])
-        while True:
-            try:
-                res = next(results)
-            except StopIteration:
-                break
-            unit, key = by_id[res.unit_id]
-            diag = _unit_diagnostics(doc, unit, res)
-            store.commit_unit(key, [c.to_dict() for c in res.chunks], sentence_rows(doc, unit), diag)
+
+    def finish_book(book: _Book) -> None:
+        if book.outstanding == 0 and book.failed == 0 and book.book_key not in store.books:
+            store.record_book(book.book_key, {"book_id": book.doc.book_id, "source": book.source.label,
+                                              "units": book.n_units})
+
+    def handle(item: _Pending, res: UnitResult) -> None:
+        book = item.book
+        diag = _unit_diagnostics(book.doc, item.unit, res)
+        if res.error is not None:
+            store.record_failure(item.key, diag)
+            totals.units_failed += 1
+            book.failed += 1
+            log.error("unit %s/%s failed: %s", book.doc.book_id, item.unit.unit_id, res.error)
+        else:
+            store.commit_unit(item.key, [c.to_dict() for c in res.chunks], sentence_rows(book.doc, item.unit), diag)
             totals.add(res, diag)
-            elapsed = max(time.perf_counter() - t0, 1e-9)
-            bar.set_postfix(tok_s=f"{(totals.prompt_tokens + totals.completion_tokens) / elapsed:.0f}",
-                            chunks=totals.chunks, failed=totals.units_failed)
-            bar.update(1)
-    bar.close()
+        book.outstanding -= 1
+        finish_book(book)
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        bar.set_postfix(tok_s=f"{(totals.prompt_tokens + totals.completion_tokens) / elapsed:.0f}",
+                        chunks=totals.chunks, failed=totals.units_failed)
+        bar.update(1)
+
+    def flush() -> None:
+        items = list(window)
+        window.clear()
+        for item, res in _run_items(chunker, items, batchable):
+            handle(item, res)
+
+    try:
+        for source in _as_sources(inputs, prepare):
+            book_key = _book_key(source, book_salt)
+            if resume and book_key and book_key in store.books:
+                totals.books_skipped += 1
+                totals.units_skipped += int(store.books[book_key].get("units", 0))
+                continue
+            try:
+                doc = source.load()
+            except Exception as exc:  # noqa: BLE001 - one bad book must not stop a corpus
+                log.error("cannot read %s: %s", source.label, exc)
+                totals.books_failed.append({"path": source.label, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            _assign_book_id(doc, source.label, labels_to_ids, store.documents, ids_in_run)
+            totals.books += 1
+            _record_document(store, out_dir, doc, source)
+            units = doc.units[:limit_units] if limit_units else doc.units
+            keyed = [(u, unit_key(doc, u, fingerprint)) for u in units]
+            pending = [(u, k) for u, k in keyed if not store.is_done(k)]
+            totals.units_skipped += len(keyed) - len(pending)
+            book = _Book(source, doc, book_key, len(keyed), outstanding=len(pending))
+            if not pending:
+                finish_book(book)
+                continue
+            bar.total += len(pending)
+            bar.refresh()
+            window.extend(_Pending(book, u, k) for u, k in pending)
+            if not batchable or len(window) >= window_units:
+                flush()
+        if window:
+            flush()
+    finally:
+        bar.close()
+        store.close()
+
     totals.seconds = time.perf_counter() - t0
+    in_dir = RunTotals()
+    for row in iter_jsonl(out_dir / LEDGER):
+        in_dir.add(None, row)
     summary = {
         "method": chunker.name,
         "fingerprint": fingerprint,
         "git_commit": git_commit(),
-        "inputs": [str(p) for p in inputs],
-        **{k: v for k, v in totals.__dict__.items()},
-        "units_total_in_dir": len(store.done),
-        "chunks_total_in_dir": len(store.chunks()),
+        **(extra_summary or {}),
+        **totals.to_dict(),
+        "units_total_in_dir": in_dir.units,
+        "chunks_total_in_dir": in_dir.chunks,
+        "failures_file": FAILURES if totals.units_failed else None,
+        "in_dir": in_dir.to_dict(),
     }
-    (out_dir / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    _write_json(out_dir / SUMMARY, summary)
     return summary
 
 
-def _fresh_store(out_dir: Path) -> RunStore:
-    for name in ("chunks.jsonl", "sentences.jsonl", "diagnostics.jsonl", "documents.jsonl"):
+def _as_sources(inputs: Iterable[BookSource | Path | str], prepare: Callable[[Any], Document] | None
+                ) -> Iterator[BookSource]:
+    for item in inputs:
+        if isinstance(item, BookSource):
+            yield item
+            continue
+        if prepare is None:
+            raise ValueError("annotate: plain paths need prepare= (or pass BookSource objects)")
+        path = Path(item)
+        yield BookSource(str(path), (lambda p=path: prepare(p)), (lambda p=path: _file_hash(p)))
+
+
+def _book_key(source: BookSource, salt: str) -> str | None:
+    try:
+        content = source.content_id()
+    except OSError as exc:  # unreadable: loading it will report the error properly
+        log.debug("no content id for %s: %s", source.label, exc)
+        return None
+    return hashlib.sha256(f"{source.label}\0{content}\0{salt}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _assign_book_id(doc: Document, label: str, labels_to_ids: dict[str, str],
+                    documents: dict[str, dict[str, Any]], ids_in_run: set[str]) -> None:
+    """Keep book ids unique: two files named alike in different folders get distinct ids, and
+    a restart gives every source the id it had before."""
+    book_id = labels_to_ids.get(label)
+    if book_id is None:
+        book_id = doc.book_id
+        taken = (book_id in documents and str(documents[book_id].get("source_path")) != label) or book_id in ids_in_run
+        if taken:
+            book_id = f"{book_id}-{hashlib.sha256(label.encode()).hexdigest()[:8]}"
+        labels_to_ids[label] = book_id
+    ids_in_run.add(book_id)
+    if book_id != doc.book_id:
+        doc.book_id = book_id
+        for unit in doc.units:
+            unit.book_id = book_id
+
+
+def _run_items(chunker: Chunker, items: list[_Pending], batchable: bool) -> Iterator[tuple[_Pending, UnitResult]]:
+    """Results for every item; if the chunker's batch breaks off, the rest run one by one."""
+    remaining = {(it.book.doc.book_id, it.unit.unit_id): it for it in items}
+    try:
+        if batchable:
+            results: Iterable[UnitResult] = chunker.chunk_many([(it.book.doc, it.unit) for it in items])  # type: ignore[attr-defined]
+        else:
+            results = _per_book(chunker, items)
+        for res in results:
+            item = remaining.pop((res.book_id, res.unit_id), None)
+            if item is None:
+                log.warning("chunker returned an unexpected unit %s/%s", res.book_id, res.unit_id)
+                continue
+            yield item, res
+    except Exception:  # noqa: BLE001 - the batch broke; finish its units one by one
+        log.exception("%s: a batch failed; running its %d remaining unit(s) one by one", chunker.name, len(remaining))
+    for item in list(remaining.values()):
+        try:
+            res = chunker.chunk_unit(item.book.doc, item.unit)
+        except Exception as exc:  # noqa: BLE001 - recorded as this unit's failure
+            res = UnitResult(item.book.doc.book_id, item.unit.unit_id, [], {}, error=f"{type(exc).__name__}: {exc}")
+        yield item, res
+
+
+def _per_book(chunker: Chunker, items: list[_Pending]) -> Iterator[UnitResult]:
+    by_book: dict[str, list[_Pending]] = {}
+    for it in items:
+        by_book.setdefault(it.book.doc.book_id, []).append(it)
+    for group in by_book.values():
+        yield from chunker.chunk_units(group[0].book.doc, [it.unit for it in group])
+
+
+def _clear_run_files(out_dir: Path) -> None:
+    from litseg.pipeline.store import ALL_FILES
+
+    for name in ALL_FILES:
         (out_dir / name).unlink(missing_ok=True)
-    return RunStore(out_dir).open()
 
 
 def _unit_diagnostics(doc: Document, unit: Unit, res: UnitResult) -> dict[str, Any]:
@@ -162,6 +341,7 @@ def _unit_diagnostics(doc: Document, unit: Unit, res: UnitResult) -> dict[str, A
     d.update(
         book_id=doc.book_id,
         unit_id=unit.unit_id,
+        unit_index=unit.index,
         unit_title=unit.title,
         n_sentences=unit.n_sentences,
         n_words=len(doc.text[unit.start : unit.end].split()),
@@ -173,27 +353,26 @@ def _unit_diagnostics(doc: Document, unit: Unit, res: UnitResult) -> dict[str, A
     return d
 
 
-def _record_document(path: Path, out_dir: Path, doc: Document) -> None:
-    """Note each book once; keep the decoded text when it is not the file itself (EPUB, HTML)."""
-    seen = {r.get("book_id") for r in _read(path)}
-    if doc.book_id in seen:
+def _record_document(store: RunStore, out_dir: Path, doc: Document, source: BookSource) -> None:
+    """Note each book once; keep the decoded text when it is not a plain text file on disk."""
+    if doc.book_id in store.documents:
         return
     text_file = None
-    if Path(doc.source_path).suffix.lower() not in {".txt", ".md", ""}:
+    if source.stored_text or Path(doc.source_path).suffix.lower() not in {".txt", ".md", ""}:
         text_file = out_dir / "documents" / f"{doc.book_id}.txt"
         text_file.parent.mkdir(parents=True, exist_ok=True)
-        text_file.write_text(doc.text, encoding="utf-8", newline="")
-    row = {
-        "book_id": doc.book_id, "title": doc.title, "author": doc.author, "source_path": doc.source_path,
+        tmp = text_file.with_suffix(".tmp")
+        tmp.write_text(doc.text, encoding="utf-8", newline="")
+        os.replace(tmp, text_file)
+    store.record_document({
+        "book_id": doc.book_id, "title": doc.title, "author": doc.author, "source_path": source.label,
         "encoding": doc.encoding, "sha256": hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest(),
         "n_chars": len(doc.text), "n_units": len(doc.units), "text_file": str(text_file) if text_file else None,
         "warnings": doc.warnings,
-    }
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    })
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
-    from litseg.pipeline.store import read_jsonl
-
-    return read_jsonl(path)
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

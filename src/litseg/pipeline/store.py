@@ -1,66 +1,211 @@
 """Run-directory storage for annotation: append-only JSONL files with a commit ledger.
 
-A unit is finished once its line is in ``diagnostics.jsonl`` (written last, flushed and fsynced).
-Lines in ``chunks.jsonl`` / ``sentences.jsonl`` of units without a ledger line are leftovers of a
-run killed mid-unit; :meth:`RunStore.open` drops them, so a restarted run redoes exactly the
-unfinished units and never duplicates a chunk.
+A unit is finished once its line is in ``diagnostics.jsonl`` (the ledger, written last). Each
+ledger line records where the unit's rows sit in ``chunks.jsonl`` and ``sentences.jsonl`` (byte
+offsets), and one process at a time writes a run directory (an exclusive lock on ``run.lock``),
+so anything after the last committed offset is a leftover of a run killed mid-unit.
+:meth:`RunStore.open` cuts such leftovers off (and a torn last line of any file), so a restarted
+run redoes exactly the unfinished units and never duplicates a row. Cutting a tail costs the
+same for a small run and a corpus; ledgers written before offsets existed are cleaned by
+rewriting the data files instead.
+
+Besides the unit ledger, ``books.jsonl`` notes every book whose units are all committed (so a
+restart skips it without reading it again) and ``failures.jsonl`` keeps the error of every unit
+that failed outright; such a unit is not committed, so the next run tries it again.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 CHUNKS = "chunks.jsonl"
 SENTENCES = "sentences.jsonl"
 LEDGER = "diagnostics.jsonl"
+DOCUMENTS = "documents.jsonl"
+BOOKS = "books.jsonl"
+FAILURES = "failures.jsonl"
+LOCK = "run.lock"
+DATA_FILES = (CHUNKS, SENTENCES)
+ALL_FILES = (CHUNKS, SENTENCES, LEDGER, DOCUMENTS, BOOKS, FAILURES)
+
+# Ledger fields kept in memory per finished unit (the full rows stay on disk).
+_DONE_FIELDS = ("book_id", "unit_id", "unit_index", "n_chunks", "offsets")
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSONL file, skipping a torn last line (a write cut by a crash)."""
-    rows: list[dict[str, Any]] = []
+class RunDirLocked(RuntimeError):
+    """Another process is writing this run directory."""
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a JSONL file, skipping blank lines and a torn line (a write cut by a crash)."""
     if not path.exists():
-        return rows
+        return
     with path.open("r", encoding="utf-8") as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             try:
-                rows.append(json.loads(line))
+                row = json.loads(line)
             except json.JSONDecodeError:
                 continue
-    return rows
+            if isinstance(row, dict):
+                yield row
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSONL file, skipping a torn last line (a write cut by a crash)."""
+    return list(iter_jsonl(path))
+
+
+def read_range(path: Path, start: int, end: int) -> list[dict[str, Any]]:
+    """The rows stored in bytes ``[start, end)`` of a JSONL file."""
+    with path.open("rb") as f:
+        f.seek(start)
+        blob = f.read(end - start)
+    return [json.loads(line) for line in blob.decode("utf-8").splitlines() if line.strip()]
+
+
+def dumps_line(row: dict[str, Any]) -> bytes:
+    return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
 class RunStore:
-    def __init__(self, out_dir: str | Path):
+    """The files of one run directory. ``RunStore(dir).open()`` locks, recovers and loads it."""
+
+    def __init__(self, out_dir: str | Path, *, durable: bool = True, lock: bool = True):
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.done: dict[str, dict[str, Any]] = {}
+        self.durable = durable  # fsync every commit (survives power loss, not only kill -9)
+        self._want_lock = lock
+        self._lock_file: Any = None
+        self.done: dict[str, dict[str, Any]] = {}  # unit key -> small ledger summary
+        self.books: dict[str, dict[str, Any]] = {}  # book key -> books.jsonl row
+        self.documents: dict[str, dict[str, Any]] = {}  # book_id -> documents.jsonl row
+        self.recovered: dict[str, int] = {}  # file -> bytes cut off as leftovers at open
 
-    def open(self) -> "RunStore":
-        """Load the ledger and drop uncommitted leftovers from the data files."""
-        for row in read_jsonl(self.dir / LEDGER):
-            if "key" in row:
-                self.done[row["key"]] = row
-        for name in (CHUNKS, SENTENCES):
+    # ------------------------------------------------------------------ open / close
+    def open(self) -> RunStore:
+        """Lock the directory, cut off leftovers of a killed run and load the ledgers."""
+        if self._want_lock:
+            self._acquire_lock()
+        for name in ALL_FILES:
+            self._cut_torn_tail(self.dir / name)
+        legacy = False
+        for row in iter_jsonl(self.dir / LEDGER):
+            if "key" not in row:
+                continue
+            self.done[row["key"]] = {k: row[k] for k in _DONE_FIELDS if k in row}
+            legacy = legacy or "offsets" not in row
+        if legacy:
+            self._rewrite_committed()
+        else:
+            self._cut_uncommitted()
+        for row in iter_jsonl(self.dir / BOOKS):
+            if "book_key" in row:
+                self.books[row["book_key"]] = row
+        for row in iter_jsonl(self.dir / DOCUMENTS):
+            if "book_id" in row:
+                self.documents.setdefault(row["book_id"], row)
+        return self
+
+    def close(self) -> None:
+        if self._lock_file is not None:
+            try:
+                import fcntl
+
+                fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
+            except (ImportError, OSError):
+                pass
+            self._lock_file.close()
+            self._lock_file = None
+
+    def __enter__(self) -> RunStore:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _acquire_lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks on this platform: one writer is the user's job
+            return
+        handle = (self.dir / LOCK).open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise RunDirLocked(f"{self.dir} is being written by another process (lock on {LOCK}); "
+                               "give each concurrent run its own directory") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock_file = handle  # the OS drops the lock when the process dies, even by kill -9
+
+    # ------------------------------------------------------------------ recovery
+    def _cut_torn_tail(self, path: Path) -> None:
+        """Truncate a file whose last line was cut mid-write back to its last full line."""
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        with path.open("rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+            size = f.seek(0, os.SEEK_END)
+            pos = size
+            block = 1 << 16
+            while pos > 0:  # find the last newline, reading backwards
+                step = min(block, pos)
+                pos -= step
+                f.seek(pos)
+                chunk = f.read(step)
+                nl = chunk.rfind(b"\n")
+                if nl >= 0:
+                    pos += nl + 1
+                    break
+            else:
+                pos = 0
+            f.truncate(pos)
+        self.recovered[path.name] = self.recovered.get(path.name, 0) + size - pos
+
+    def _cut_uncommitted(self) -> None:
+        ends = {name: 0 for name in DATA_FILES}
+        for info in self.done.values():
+            for name, (_, end) in (info.get("offsets") or {}).items():
+                if name in ends:
+                    ends[name] = max(ends[name], int(end))
+        for name, end in ends.items():
+            path = self.dir / name
+            if path.exists() and path.stat().st_size > end:
+                cut = path.stat().st_size - end
+                with path.open("rb+") as f:
+                    f.truncate(end)
+                self.recovered[name] = self.recovered.get(name, 0) + cut
+
+    def _rewrite_committed(self) -> None:
+        """Ledgers without offsets: keep only rows of committed units (reads the whole file)."""
+        for name in DATA_FILES:
             path = self.dir / name
             if not path.exists():
                 continue
             rows = read_jsonl(path)
             kept = [r for r in rows if r.get("unit_key") in self.done]
-            if len(kept) != len(rows) or _has_torn_line(path):
+            if len(kept) != len(rows):
                 tmp = path.with_suffix(".tmp")
-                with tmp.open("w", encoding="utf-8") as f:
+                with tmp.open("wb") as f:
                     for r in kept:
-                        f.write(json.dumps(r, ensure_ascii=False) + "\n")
+                        f.write(dumps_line(r))
                 os.replace(tmp, path)
-        return self
+                self.recovered[name] = self.recovered.get(name, 0) + len(rows) - len(kept)
 
+    # ------------------------------------------------------------------ units
     def is_done(self, key: str) -> bool:
         return key in self.done
 
@@ -70,32 +215,47 @@ class RunStore:
         chunks: Iterable[dict[str, Any]],
         sentences: Iterable[dict[str, Any]],
         diagnostics: dict[str, Any],
-    ) -> None:
+    ) -> dict[str, Any]:
         """Append a finished unit; the ledger line goes last so a crash leaves no half unit."""
-        self._append(CHUNKS, ({**c, "unit_key": key} for c in chunks))
-        self._append(SENTENCES, ({**s, "unit_key": key} for s in sentences))
-        row = {**diagnostics, "key": key}
+        offsets = {
+            CHUNKS: self._append(CHUNKS, ({**c, "unit_key": key} for c in chunks)),
+            SENTENCES: self._append(SENTENCES, ({**s, "unit_key": key} for s in sentences)),
+        }
+        row = {**diagnostics, "key": key, "offsets": offsets}
         self._append(LEDGER, [row])
-        self.done[key] = row
+        self.done[key] = {k: row[k] for k in _DONE_FIELDS if k in row}
+        return row
 
-    def _append(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
-        with (self.dir / name).open("a", encoding="utf-8") as f:
+    def record_failure(self, key: str, row: dict[str, Any]) -> None:
+        self._append(FAILURES, [{**row, "key": key, "time": time.time()}])
+
+    def record_book(self, book_key: str, row: dict[str, Any]) -> None:
+        full = {**row, "book_key": book_key}
+        self._append(BOOKS, [full])
+        self.books[book_key] = full
+
+    def record_document(self, row: dict[str, Any]) -> None:
+        if row["book_id"] in self.documents:
+            return
+        self._append(DOCUMENTS, [row])
+        self.documents[row["book_id"]] = row
+
+    def _append(self, name: str, rows: Iterable[dict[str, Any]]) -> list[int]:
+        with (self.dir / name).open("ab") as f:
+            start = f.seek(0, os.SEEK_END)
             for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+                f.write(dumps_line(r))
             f.flush()
-            os.fsync(f.fileno())
+            if self.durable:
+                os.fsync(f.fileno())
+            return [start, f.tell()]
 
+    # ------------------------------------------------------------------ reading
     def chunks(self) -> list[dict[str, Any]]:
         return read_jsonl(self.dir / CHUNKS)
 
     def diagnostics(self) -> list[dict[str, Any]]:
         return read_jsonl(self.dir / LEDGER)
 
-
-def _has_torn_line(path: Path) -> bool:
-    with path.open("rb") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell() == 0:
-            return False
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) != b"\n"
+    def n_chunks(self) -> int:
+        return sum(int(d.get("n_chunks", 0)) for d in self.done.values())

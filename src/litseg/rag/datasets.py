@@ -258,16 +258,25 @@ def _hub_rows(name: str, split: str, config: str | None = None) -> list[dict[str
     return [dict(r) for r in load_dataset(name, config, split=split)]
 
 
-def _blank(v: Any) -> bool:
+def _blank(v: Any, placeholders: bool = False) -> bool:
+    """Empty cell. ``placeholders`` also treats the strings "None"/"nan" as empty, as GutenQA's
+    tables write them in rows without a question; elsewhere "none" can be a real answer."""
     if v is None:
         return True
     if isinstance(v, float) and v != v:  # NaN from pandas
         return True
-    return isinstance(v, str) and v.strip().lower() in ("", "none", "nan")
+    if not isinstance(v, str):
+        return False
+    return v.strip().lower() in (("", "none", "nan") if placeholders else ("",))
 
 
 def _s(v: Any) -> str:
     return "" if _blank(v) else str(v).strip()
+
+
+def _g(v: Any) -> str:
+    """A GutenQA cell, its "None" placeholders read as empty."""
+    return "" if _blank(v, placeholders=True) else str(v).strip()
 
 
 def _dedup(items: Iterable[str]) -> list[str]:
@@ -541,22 +550,22 @@ def load_gutenqa(questions: str | Path | None = None, *, paragraphs: str | Path 
         default_id = default_id or _gutenqa_id_from_filename(Path(paragraphs).name)
 
     def bid(r: Mapping[str, Any]) -> str:
-        b = _s(r.get(GUTENQA_BOOK)) or default_id
+        b = _g(r.get(GUTENQA_BOOK)) or default_id
         if not b:
             raise ValueError(f"{qname}: no '{GUTENQA_BOOK}' column; pass book_id=...")
         return b
 
     by_book: dict[str, list[Mapping[str, Any]]] = {}
     for r in para_rows:
-        if not _blank(r.get(GUTENQA_CHUNK)):
+        if not _blank(r.get(GUTENQA_CHUNK), placeholders=True):
             by_book.setdefault(bid(r), []).append(r)
     books: list[BenchmarkBook] = []
     texts: dict[str, str] = {}
     for b, prs in by_book.items():
         if GUTENQA_CHUNK_ID in prs[0]:
-            prs = sorted(prs, key=lambda r: float(_s(r.get(GUTENQA_CHUNK_ID)) or 0))
+            prs = sorted(prs, key=lambda r: float(_g(r.get(GUTENQA_CHUNK_ID)) or 0))
         parts = [normalize_newlines(str(r[GUTENQA_CHUNK])).strip() for r in prs]
-        chapters = [_s(r.get(GUTENQA_CHAPTER)) for r in prs]
+        chapters = [_g(r.get(GUTENQA_CHAPTER)) for r in prs]
         heads: list[str | None] | None = None
         if chapter_headings and any(chapters):
             heads = [c if c and (i == 0 or c != chapters[i - 1]) else None for i, c in enumerate(chapters)]
@@ -571,14 +580,14 @@ def load_gutenqa(questions: str | Path | None = None, *, paragraphs: str | Path 
     counter: Counter[str] = Counter()
     matchers: dict[str, TextMatcher] = {}
     for n, r in enumerate(rows, 2):
-        qtext = _s(r.get(GUTENQA_QUESTION))
+        qtext = _g(r.get(GUTENQA_QUESTION))
         if not qtext:
             continue  # chunk rows without a question
         b = bid(r)
         if b not in texts:
             raise ValueError(f"{qname}:{n}: question for book {b!r} but no text rows for it")
         counter[b] += 1
-        ev_text = _s(r.get(GUTENQA_EVIDENCE))
+        ev_text = _g(r.get(GUTENQA_EVIDENCE))
         evidence = []
         kind = "none"
         if ev_text:
@@ -590,7 +599,7 @@ def load_gutenqa(questions: str | Path | None = None, *, paragraphs: str | Path 
             s, e = span if span else (None, None)
             evidence.append(Evidence(kind="string", text=ev_text, start=s, end=e))
         kinds[kind] += 1
-        answer = _s(r.get(GUTENQA_ANSWER))
+        answer = _g(r.get(GUTENQA_ANSWER))
         questions_out.append(Question(
             qid=f"{b}-q{counter[b]}", book_id=b, question=qtext, answers=[answer] if answer else [],
             evidence=evidence, meta={"evidence_match": kind, "row": n}))

@@ -37,11 +37,11 @@ _CREDIT = re.compile(
     r"|Updated\s+editions\s+will\s+replace",
     re.I,
 )
-_BLANK_RUN = re.compile(r"(?:\r\n|\r|\n)[^\S\r\n]*(?:\r\n|\r|\n)\s*")
-_TITLE = re.compile(r"^Title:[ \t]*([^\r\n]+(?:(?:\r\n|\r|\n)[ \t]+[^\r\n]+)*)", re.M)
+_BLANK_RUN = re.compile(r"(?:\r\n|\r(?!\n)|\n)[^\S\r\n]*(?:\r\n|\r(?!\n)|\n)\s*")
+_TITLE = re.compile(r"^Title:[ \t]*([^\r\n]+(?:(?:\r\n|\r(?!\n)|\n)[ \t]+[^\r\n]+)*)", re.M)
 _AUTHOR = re.compile(r"^Author:[ \t]*([^\r\n]+)", re.M)
 _OLD_TITLE = re.compile(
-    r"The\s+Project\s+Gutenberg\s+E-?(?:Book|text)\s+of\s+([^*\r\n]+(?:(?:\r\n|\r|\n)[^*\r\n]+)?)",
+    r"The\s+Project\s+Gutenberg\s+E-?(?:Book|text)\s+of\s+([^*\r\n]+(?:(?:\r\n|\r(?!\n)|\n)[^*\r\n]+)?)",
     re.I,
 )
 

@@ -14,7 +14,13 @@ from pathlib import Path
 
 from litseg.segmentation.reading import ReadFailure, iter_input_paths, read_document
 from litseg.segmentation.types import Document, Sentence, Unit
-from litseg.segmentation.units import _ACCEPTS_MAX_WORDS, find_units, sentence_spans, split_by_cap
+from litseg.segmentation.units import (
+    _pack,
+    _pieces,
+    find_units,
+    sentence_spans,
+    splitter_caps_sentences,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +53,7 @@ def index_sentences(text: str, unit: Unit, *, max_sentence_words: int | None = 1
     """1-based sentences of a unit, offsets into ``text``. Overlong sentences are cut at line
     breaks or between words when the sentence splitter does not do it itself."""
     spans = sentence_spans(text, unit.start, unit.end, max_sentence_words)
-    if max_sentence_words is not None and not _splitter_caps():
+    if max_sentence_words is not None and not splitter_caps_sentences():
         capped: list[tuple[int, int]] = []
         for s, e in spans:
             if len(text[s:e].split()) > max_sentence_words:
@@ -58,16 +64,8 @@ def index_sentences(text: str, unit: Unit, *, max_sentence_words: int | None = 1
     return [Sentence(idx=i, start=s, end=e) for i, (s, e) in enumerate(spans, 1)]
 
 
-def _splitter_caps() -> bool:
-    from litseg.segmentation import sentences
-
-    return bool(_ACCEPTS_MAX_WORDS.get(sentences.split_spans))
-
-
 def _cap_sentence(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
     # Skip the paragraph and sentence levels: this is already one sentence.
-    from litseg.segmentation.units import _pack, _pieces
-
     return _pack(text, _pieces(text, start, end, max_words, level=2), max_words)
 
 
@@ -83,4 +81,4 @@ def load_documents(spec: str | Path | Sequence[str | Path], **prepare_kwargs) ->
             yield ReadFailure(path, exc)
 
 
-__all__ = ["index_sentences", "load_documents", "prepare_document", "split_by_cap"]
+__all__ = ["index_sentences", "load_documents", "prepare_document"]

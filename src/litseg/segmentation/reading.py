@@ -10,6 +10,7 @@ the document's text.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import logging
 import re
 import unicodedata
@@ -30,6 +31,7 @@ BOOK_SUFFIXES = TEXT_SUFFIXES + HTML_SUFFIXES + EPUB_SUFFIXES
 
 # Control characters that never occur in real text files (tab, newlines and form feed excluded).
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+_WESTERN = ("cp1252", "latin_1", "iso8859_15")
 _BOMS = (
     (b"\xef\xbb\xbf", "utf-8-sig"),
     (b"\xff\xfe\x00\x00", "utf-32"),
@@ -60,7 +62,7 @@ class ReadFailure:
 
 def slugify(name: str) -> str:
     """A lowercase ASCII id from a file stem: ``"1342_Pride & Prejudice"`` -> ``"1342-pride-prejudice"``."""
-    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    ascii_name = unicodedata.normalize("NFKD", name.casefold()).encode("ascii", "ignore").decode("ascii")
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")
     return slug or "book"
 
@@ -161,7 +163,16 @@ def decode_bytes(data: bytes, *, name: str = "<bytes>") -> tuple[str, str, str]:
         pass
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    results = list(from_bytes(data))
+    best = results[0] if results else None
+    if best is not None:
+        # Detection on short or repetitive text often ranks a Baltic or Central European code page
+        # first; old books are overwhelmingly Western European, so a Western code page that reads
+        # the bytes about as cleanly wins.
+        for m in results:
+            if m.encoding in _WESTERN and m.chaos <= best.chaos + 0.05:
+                best = m
+                break
     if best is None:
         raise ReadError(f"{name}: not valid UTF-8 and no text encoding could be detected "
                         f"(binary file?)")
@@ -207,12 +218,8 @@ def html_to_text(markup: bytes | str) -> tuple[str, str, str, str]:
 
 
 def _parser() -> str:
-    try:
-        import lxml  # noqa: F401
-
-        return "lxml"
-    except ImportError:
-        return "html.parser"
+    # lxml is faster when installed; the standard library parser is always there
+    return "lxml" if importlib.util.find_spec("lxml") is not None else "html.parser"
 
 
 def _collect(node, paragraphs: list[str], buf: list[str]) -> None:

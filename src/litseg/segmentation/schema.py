@@ -195,9 +195,19 @@ _KEEP_KEYWORDS = {
 }
 _INDEX_FIELDS = {"from_idx", "to_idx"}
 
+#: Length bounds for ``json_schema(..., bounded=True)``. Under a grammar a weak model can keep
+#: writing a free-text field until it runs out of tokens; bounds make every answer finish.
+#: Strings: maximum characters; lists: maximum items (``segments`` is bounded by n instead).
+TEXT_BOUNDS: dict[str, int] = {
+    "step_1_events": 400, "step_2_threads": 400, "chapter_title": 80, "subtitle": 80,
+    "type": 40, "description": 160,
+}
+LIST_BOUNDS: dict[str, int] = {"step_3_turning_points": 4, "context_idx": 8}
+
 
 def json_schema(
-    model: type[BaseModel], *, n_sentences: int | None = None, descriptions: bool = True
+    model: type[BaseModel], *, n_sentences: int | None = None, descriptions: bool = True,
+    bounded: bool = False,
 ) -> dict[str, Any]:
     """A self-contained JSON Schema for ``model`` suited to constrained decoding.
 
@@ -209,13 +219,32 @@ def json_schema(
     route schemas with integer bounds away from xgrammar to another backend; leave
     ``n_sentences`` unset there. lm-format-enforcer accepts the bounds but does not enforce
     them; semantic validation catches out-of-range indices either way.
+
+    ``bounded`` adds ``maxLength`` to free-text fields and ``maxItems`` to lists
+    (:data:`TEXT_BOUNDS`, :data:`LIST_BOUNDS`, ``segments`` at most ``n_sentences``) so that a
+    grammar-constrained answer always ends; xgrammar honours them, some hosted APIs reject them.
     """
     if n_sentences is not None and n_sentences < 1:
         raise ValueError(f"n_sentences must be >= 1, got {n_sentences}")
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
     out = _clean(_inline(raw, defs, depth=0), n_sentences=n_sentences, descriptions=descriptions)
+    if bounded:
+        _bound(out, n_sentences)
     return out
+
+
+def _bound(node: dict[str, Any], n_sentences: int | None, name: str = "") -> None:
+    if node.get("type") == "string" and name in TEXT_BOUNDS:
+        node["maxLength"] = TEXT_BOUNDS[name]
+    if node.get("type") == "array":
+        limit = n_sentences if name == "segments" else LIST_BOUNDS.get(name)
+        if limit:
+            node["maxItems"] = limit
+        if isinstance(node.get("items"), dict):
+            _bound(node["items"], n_sentences, f"{name}[]")
+    for key, sub in node.get("properties", {}).items():
+        _bound(sub, n_sentences, key)
 
 
 def _inline(node: Any, defs: dict[str, Any], depth: int) -> Any:

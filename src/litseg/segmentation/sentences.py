@@ -33,28 +33,41 @@ __all__ = ["iter_runs", "split_sentences", "split_spans"]
 _LB = r"(?:\r\n|\r(?!\n)|[\n\v\x85\u2028])"
 # Horizontal whitespace: every whitespace character that is not a line or paragraph break.
 _HWS = r"[^\S\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]"
+# The patterns scanned over whole texts open with one character class and dispatch on it with
+# lookbehinds: Python's regex engine then skips ahead to candidates with a fast character-set
+# search, which makes the scan several times quicker than a leading alternation.
 # A blank line (two breaks with only horizontal space between) or a hard paragraph separator.
-_PARA_BREAK = re.compile(rf"{_LB}(?:{_HWS}*{_LB})+|[\f\x1c\x1d\x1e\u2029]")
-_LINE_BREAK = re.compile(_LB)
+_PARA_BREAK = re.compile(
+    r"[\n\r\v\x85\u2028\f\x1c\x1d\x1e\u2029]"
+    r"(?:(?<=[\f\x1c\x1d\x1e\u2029])"
+    rf"|(?<=\r)(?:\n|(?!\n))(?:{_HWS}*{_LB})+"  # "\r\n" is one break, never "\r" + "\n"
+    rf"|(?<=[\n\v\x85\u2028])(?:{_HWS}*{_LB})+)"
+)
+_LINE_BREAK = re.compile(r"[\n\r\v\x85\u2028](?:(?<=\r)\n)?")
 
 _CLOSERS = "\"'\u201d\u2019\u00bb\u203a)]}_*"
 _TERMINALS = ".!?\u2026\u203c\u2047\u2048\u2049"
 _QUOTES = "\"'\u201d\u2019\u00bb\u203a"
 _DASHES = r"(?:-{2,}|[\u2014\u2015]+|\u2013)"
+_T = re.escape(_TERMINALS)
+_Q = re.escape(_QUOTES)
 # A sentence end: a terminal (or a spaced ellipsis ". . ." that may wrap a line), then any run of
 # further terminals and closers, optionally dashes; or dashes closed by a quote ("this--" "We...").
 _END = re.compile(
-    rf"(?:\.(?:{_HWS}*(?:{_LB}{_HWS}*)?\.){{2,}}|[{re.escape(_TERMINALS)}])"
+    rf"[{_T}\-\u2013\u2014\u2015]"
+    rf"(?:(?<=[{_T}])(?:(?<=\.)(?:{_HWS}*(?:{_LB}{_HWS}*)?\.){{2,}})?"
     rf"[{re.escape(_TERMINALS + _CLOSERS)}]*(?P<dash>{_DASHES})?"
-    rf"|{_DASHES}[{re.escape(_QUOTES)}]+"
+    rf"|(?<=-)-+[{_Q}]+|(?<=[\u2014\u2015])[\u2014\u2015]*[{_Q}]+|(?<=\u2013)[{_Q}]+)"
 )
 _SPACED_DOTS = re.compile(r"\.\s+\.")
 
-# Periods after these words do not end a sentence (case-sensitive; checked without the period).
+# Periods after these words do not end a sentence (checked without the period; also in capitals,
+# as in the speaker label "MRS. HIGGINS."). Not "No" (a digit follows "No. 5", and "No. I won't"
+# is two sentences) nor "Mar" (an abbreviated speaker, "Mar. Peace, break thee off").
 _ABBREVIATIONS = frozenset(
     """Mr Mrs Ms Messrs Mme Mlle Mons Dr Drs St Ste Mt Ft Capt Cpt Col Gen Maj Lt Lieut Sgt Cmdr
     Comdr Adm Rev Revd Hon Prof Gov Sen Supt Insp Bros vs viz cf Vol vol pp Fig fig Chap ch
-    No Nos approx Ave Jan Feb Mar Apr Aug Sept Oct Nov Dec al""".split()
+    approx Ave Jan Feb Apr Aug Sept Oct Nov Dec al""".split()
 )
 _DOTTED_ABBREV = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]$")
 _ROMAN_OR_NUMBER = re.compile(r"(?:[IVXLCDM]+|\d+)$")
@@ -66,7 +79,7 @@ _SPEECH_VERBS = (
     "continued|returned|observed|remarked|repeated|rejoined|retorted|interrupted|inquired|"
     "enquired|demanded|screamed|shrieked|sobbed|wailed|wails|groaned|growled|roared|gasped|"
     "sighed|laughed|thought|began|resumed|urged|pleaded|protested|insisted|echoed|stammered|"
-    "faltered|bellowed|yelled|snapped|sneered|cries"
+    "faltered|bellowed|yelled|snapped|sneered"
 )
 _TAG = re.compile(
     r"(?:I|He|She|They|We|You|It"
@@ -74,7 +87,7 @@ _TAG = re.compile(
     r"[A-Z][\w\u2019'-]*(?:\s+[A-Z][\w\u2019'-]*)?)"
     r"(?:\s+\w+ly)?\s+"
     rf"(?:{_SPEECH_VERBS})\b"
-    r"(?:\s*(?P<punct>[,.;!?\u2014-])|\s+(?P<next>[\w\u2019']+))?"
+    r"(?:\s*[,.;!?\u2014-]|\s+(?P<next>[\w\u2019']+))?"
 )
 # Words that may follow the verb of a tag; anything else ("that", "nothing", "he") reads as a
 # new sentence ("The mother said nothing").
@@ -90,6 +103,10 @@ _HEADING_WORD = re.compile(
     r"eleven|twelve|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last)",
     re.IGNORECASE,
 )
+_CONTINUATION_WORDS = frozenset(
+    "A AN AND AS AT BUT BY FOR FROM IN INTO NOR NOT OF ON OR THAT THE THOSE TO WHICH WITH".split()
+)
+_INNER_STOP = re.compile(r"[.\u2026]\s")
 _MAX_HEADING_WORDS = 12
 _MAX_TITLE_WORDS = 10
 
@@ -103,15 +120,7 @@ def split_spans(
     non-whitespace character of the range; only ``text[start:end]`` is read. With ``max_words``
     no span holds more than that many whitespace-separated words.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, not {type(text).__name__}")
-    end = len(text) if end is None else end
-    for name, value in (("start", start), ("end", end)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if not 0 <= start <= end <= len(text):
-        raise ValueError(f"need 0 <= start <= end <= len(text); got start={start}, end={end}, "
-                         f"len(text)={len(text)}")
+    end = _check_range(text, start, end)
     if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int)
                                   or max_words < 1):
         raise ValueError(f"max_words must be None or an int >= 1, got {max_words!r}")
@@ -126,6 +135,20 @@ def split_spans(
     if max_words is not None:
         spans = [piece for span in spans for piece in _cap_words(text, span, max_words)]
     return spans
+
+
+def _check_range(text: str, start: int, end: int | None) -> int:
+    """Validate the arguments; return the resolved ``end``."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, not {type(text).__name__}")
+    end = len(text) if end is None else end
+    for name, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not 0 <= start <= end <= len(text):
+        raise ValueError(f"need 0 <= start <= end <= len(text); got start={start}, end={end}, "
+                         f"len(text)={len(text)}")
+    return end
 
 
 def split_sentences(
@@ -170,6 +193,10 @@ def _is_heading_line(line: str) -> bool:
         return (bool(inner) and not inner[0].islower() and "*" not in inner and "_" not in inner
                 and _n_words(inner) <= _MAX_HEADING_WORDS)
     if line.isupper():
+        # not a wrapped line of capitals ("... WARRANTY OR CONTRACT," / "... EXCEPT THOSE")
+        last = line.rstrip(_CLOSERS).rsplit(None, 1)[-1] if line.rstrip(_CLOSERS) else ""
+        if line[-1] in ",;-\u2013\u2014" or last in _CONTINUATION_WORDS:
+            return False
         letters = sum(1 for ch in line if ch.isalpha())
         return letters >= 2 and _n_words(line) <= _MAX_HEADING_WORDS
     if first.isalpha() and _HEADING_WORD.match(line):
@@ -183,9 +210,17 @@ def _n_words(line: str) -> int:
 
 
 def _is_title_block(line: str) -> bool:
-    """A block of one short line without end punctuation (``I. The Period``, ``1``)."""
+    """A block of one short line without end punctuation (``I. The Period``, ``1``).
+
+    Not a line of dialogue cut short (``Nora. No, I really can't--``): no dash or comma at the
+    end, no ``!``/``?``, and a period inside only after a leading number or label.
+    """
     core = line.rstrip(_CLOSERS + " \t")
-    if not core or core[-1] in _TERMINALS + ",;:" or line[0] in _QUOTES + "\u201c\u2018":
+    if (not core or core[-1] in _TERMINALS + ",;:-\u2013\u2014" or "!" in line or "?" in line
+            or line[0] in _QUOTES + "\u201c\u2018"):
+        return False
+    first_word_end = len(line.split(None, 1)[0])  # the line is stripped
+    if any(m.start() >= first_word_end for m in _INNER_STOP.finditer(line)):
         return False
     return _n_words(line) <= _MAX_TITLE_WORDS
 
@@ -197,7 +232,7 @@ def iter_runs(text: str, start: int = 0, end: int | None = None) -> Iterator[tup
     runs of ordinary lines that punctuation splits further. Exposed so that benchmarks can put a
     library splitter inside the same structure.
     """
-    end = len(text) if end is None else end
+    end = _check_range(text, start, end)
     for b_start, b_end in _blocks(text, start, end):
         yield from _block_runs(text, b_start, b_end)
 
@@ -304,6 +339,7 @@ def _is_boundary(text: str, sent_start: int, m_start: int, p: int, q: int, r_sta
 
 def _period_is_abbreviation(text: str, sent_start: int, dot: int, run_start: int,
                             run_end: int) -> bool:
+    """Whether the period at ``dot`` closes an abbreviation, an initial or a title number."""
     k = dot
     while k > sent_start and (text[k - 1].isalpha() or text[k - 1] == "."):
         k -= 1
@@ -314,7 +350,7 @@ def _period_is_abbreviation(text: str, sent_start: int, dot: int, run_start: int
         while k2 > sent_start and text[k2 - 1].isdigit():
             k2 -= 1
         return k2 < dot and k2 == run_start
-    if word in _ABBREVIATIONS:
+    if word in _ABBREVIATIONS or (word.isupper() and word.capitalize() in _ABBREVIATIONS):
         return True
     if len(word) == 1 and word.isupper() and word != "I":
         return True  # an initial: "G. J. Utterson", "S. Place"

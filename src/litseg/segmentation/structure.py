@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MIN_PROSE = 20  # words of body text that make a heading real (a contents entry has none)
+MIN_PROSE = 8  # words of body text that make a heading real (a contents entry has none)
 MIN_CONTAINER_PROSE = 40  # an introduction under a PART heading this long becomes its own unit
 MAX_FRONT_SHARE = 0.35  # a structure that leaves more of the book than this before its first
 MAX_FRONT_WORDS = 5000  # heading (and more words than this) is probably a sub-structure
@@ -95,7 +95,7 @@ def parse_number(token: str) -> int | None | bool:
         return ORDINALS[t]
     if t in _LAST_WORDS:
         return None
-    raw = token.strip()
+    raw = re.sub(r"(?i)^the\s+", "", token.strip())
     value = roman_to_int(raw)
     # Lower-case roman numerals are accepted only when small ("Chapter iv"), so that ordinary
     # words made of the letters (mix, dim, ...) never pass.
@@ -121,19 +121,19 @@ _KW_ALT = r"chapter|chap\.|book|part|volume|vol\.|act|scene|canto|stave|fit|lett
 _SEP_TITLE = r"(?:\s*(?:[.:;,]+|--+|[\u2014\u2013]|\s-\s)\s*|\s+)(?P<title>\S.*?)"
 _KW_HEADING = re.compile(
     rf"(?:(?P<prefix>[^\W\d_][\w'\u2019 ]{{0,30}}?)\s*:\s*)?"
-    rf"(?P<kw>{_KW_ALT})\s+(?P<num>(?:the\s+)?(?:{_NUM_ALT}))(?![\w'\u2019])\.?"
+    rf"(?P<kw>{_KW_ALT})\s+(?P<num>(?:the\s+)?(?:{_NUM_ALT}))(?![\w'\u2019])[.:]?"
     rf"(?:{_SEP_TITLE})?\s*",
     re.I,
 )
 _ORDINAL_FIRST = re.compile(
     rf"(?:the\s+)?(?P<num>{_ORD_ALT})\s+(?P<kw>book|part|act|scene|canto|volume|chapter|stave|fit)"
-    rf"(?![\w'\u2019])\.?(?:{_SEP_TITLE})?\s*",
+    rf"(?![\w'\u2019])[.:]?(?:{_SEP_TITLE})?\s*",
     re.I,
 )
 _NUMERAL = re.compile(r"(?P<num>[IVXLCDM]+|\d{1,3})(?P<dot>[.)]?)(?:\s+(?P<title>\S.*?))?\s*")
 _SPECIAL = re.compile(
     r"(?:the\s+)?(?P<sp>prologue|epilogue|prelude|induction|interlude|intermission|conclusion"
-    r"|finale|afterword|l'envoi|envoi|introduction\s+to\s+(?:the\s+\w+\s+)?(?:canto|book|part)\b"
+    r"|finale|afterword|l['\u2019]envo[iy]|envo[iy]|introduction\s+to\s+(?:the\s+\w+\s+)?(?:canto|book|part)\b"
     r"[^\r\n]{0,30}?)(?![\w'\u2019])(?P<rest>[^\r\n]{0,80}?)\s*",
     re.I,
 )
@@ -217,78 +217,84 @@ class Structure:
 
 # ---------------------------------------------------------------------------- blocks
 
+# A line break followed by one or more blank lines (only horizontal whitespace on them).
+_BLANK_RUN = re.compile(r"(?:\r\n|\r(?!\n)|\n)(?:[^\S\r\n]*(?:\r\n|\r(?!\n)|\n))+")
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
 def scan_blocks(text: str, start: int, end: int) -> list[Block]:
     """Split ``text[start:end]`` into blocks. In Markdown texts every ``#`` heading line is a
     block of its own even without blank lines around it."""
-    segment = text[start:end]
-    markdown = len(_MD_LINE.findall(segment, 0, 200_000)) >= 2
+    markdown = len(_MD_LINE.findall(text, start, min(end, start + 200_000))) >= 2
     blocks: list[Block] = []
     pos = start
-    cur: list[tuple[int, str]] = []  # (offset, line without newline)
-    blanks = 0
-    pending_blanks = 0
-
-    def close() -> None:
-        if cur:
-            blocks.append(_make_block(cur, pending_blanks, markdown))
-            cur.clear()
-
-    for raw in segment.splitlines(keepends=True):
-        line = raw.rstrip("\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-        if not line.strip():
-            if cur:
-                close()
-                blanks = 0
-            blanks += 1
-        else:
-            if markdown and _MARKDOWN.match(line):
-                if cur:
-                    close()
-                    blanks = 0
-                pending_blanks = blanks
-                cur.append((pos, line))
-                close()
-                blanks = 0
-            else:
-                if not cur:
-                    pending_blanks = blanks
-                    blanks = 0
-                cur.append((pos, line))
-        pos += len(raw)
-    close()
+    blanks = 99  # the start of the range counts as the widest gap
+    for m in _BLANK_RUN.finditer(text, start, end):
+        _add_blocks(text, pos, m.start(), blanks, markdown, blocks)
+        blanks = len(_NEWLINE.findall(m.group())) - 1
+        pos = m.end()
+    _add_blocks(text, pos, end, blanks, markdown, blocks)
     return blocks
+
+
+def _add_blocks(text: str, bs: int, be: int, blanks: int, markdown: bool, out: list[Block]) -> None:
+    raw = text[bs:be]
+    if not raw.strip():
+        return
+    if markdown and "#" in raw:
+        # every Markdown heading line becomes a block of its own
+        pos = bs
+        piece_start = bs
+        for line in raw.splitlines(keepends=True):
+            if _MARKDOWN.match(line.rstrip("\r\n")):
+                if text[piece_start:pos].strip():
+                    out.append(_make_block(text, piece_start, pos, blanks, markdown))
+                    blanks = 0
+                out.append(_make_block(text, pos, pos + len(line), blanks, markdown))
+                blanks = 0
+                piece_start = pos + len(line)
+            pos += len(line)
+        if text[piece_start:be].strip():
+            out.append(_make_block(text, piece_start, be, blanks, markdown))
+        return
+    out.append(_make_block(text, bs, be, blanks, markdown))
 
 
 _LOWER_WORD = re.compile(r"(?<!\S)[\"'\u2018\u201c(_*]*[a-z\u00df-\u00ff]")
 
 
+_LISTY_FIRST = frozenset("0123456789IVXLCDMivxlcdmBPASFbpasf")
+
+
 def _is_listy(line: str) -> bool:
-    return bool(_LISTY_HEAD.match(line) or _LISTY_PAGE.search(line))
+    # cheap character tests first: most lines of running text fail both
+    head = line.lstrip()[:1]
+    if head in _LISTY_FIRST and _LISTY_HEAD.match(line):
+        return True
+    return line.rstrip()[-1:].isdigit() and bool(_LISTY_PAGE.search(line))
 
 
-def _make_block(lines: list[tuple[int, str]], blank_before: int, markdown: bool) -> Block:
-    off0, first_raw = lines[0]
-    lead = len(first_raw) - len(first_raw.lstrip())
-    start = off0 + lead
-    off_n, last_raw = lines[-1]
-    end = off_n + len(last_raw.rstrip())
-    first = first_raw.strip()
-    first_end = off0 + len(first_raw.rstrip())
+def _make_block(text: str, bs: int, be: int, blank_before: int, markdown: bool) -> Block:
+    raw = text[bs:be]
+    stripped = raw.strip()
+    start = bs + (len(raw) - len(raw.lstrip()))
+    end = bs + len(raw.rstrip())
+    lines = stripped.splitlines()
+    first = lines[0].strip()
+    first_end = start + len(lines[0].rstrip())
     n_lines = len(lines)
-    joined = "\n".join(ln for _, ln in lines) if n_lines > 1 else first_raw
-    n_words = len(joined.split())
-    upper_only = joined.isupper()
-    md_heading = markdown and n_lines == 1 and bool(_MARKDOWN.match(first_raw))
+    n_words = len(stripped.split())
+    upper_only = stripped.isupper()
+    md_heading = markdown and n_lines == 1 and bool(_MARKDOWN.match(first))
     if n_lines == 1:
         listy = 1 if n_words < 12 and _is_listy(first) else 0
     else:
-        sample = joined if n_lines <= 200 else "\n".join(ln for _, ln in lines[:200])
-        listy = len(_LISTY_HEAD.findall(sample)) + len(_LISTY_PAGE.findall(sample))
+        listy = sum(1 for ln in lines[:200] if _is_listy(ln))
     # Running text (prose or verse) is mostly lower-case words; contents lists, title pages
-    # and cast lists are mostly capitalised.
-    # (the share is measured on the first few hundred characters: enough to judge, and cheap)
-    sample = joined[:400]
-    sample_words = len(sample.split()) if n_words > 60 else n_words
+    # and cast lists are mostly capitalised. The share is measured on the first few hundred
+    # characters: enough to judge, and cheap.
+    sample = stripped[:300]
+    sample_words = len(sample.split()) if len(stripped) > 300 else n_words
     lower = len(_LOWER_WORD.findall(sample)) if n_words >= 3 else 0
     prose = (not upper_only and not md_heading and listy < 0.3 * min(n_lines, 200)
              and ((n_words >= 8 and lower >= 0.4 * sample_words)
@@ -318,8 +324,27 @@ def _title_ok(title: str | None) -> bool:
     return True
 
 
+_ILLUSTRATION = re.compile(r"\[Illustration:\s*[=_*]*(.*?)[=_*]*\s*\]", re.I)
+
+
+def _special_rest_ok(rest: str | None) -> bool:
+    """What may follow PROLOGUE / EPILOGUE ...: a capitalised title, or a short lower-case
+    linking phrase into one ("in Heaven", "at the Theatre"); not running text."""
+    if _title_ok(rest):
+        return True
+    words = _WORD.findall(rest or "")
+    long_words = [w for w in words if len(w) >= 4]
+    return (len(words) <= 6 and bool(long_words)
+            and sum(w[0].isupper() for w in long_words) >= 0.5 * len(long_words))
+
+
 def _clean(s: str) -> str:
-    return " ".join(_EMPHASIS.sub("", s.strip()).split())
+    s = s.strip()
+    m = _ILLUSTRATION.fullmatch(s)
+    if m:  # "[Illustration: =Prelude at the Theatre=]": a heading printed as a picture caption
+        s = m.group(1)
+    s = s.replace("**", "").replace("__", "")
+    return " ".join(_EMPHASIS.sub("", s).split())
 
 
 def classify_line(line: str) -> tuple[str, str, float, int | None, str, str, bool] | None:
@@ -353,9 +378,10 @@ def classify_line(line: str) -> tuple[str, str, float, int | None, str, str, boo
                 return ("numeral_titled", "numeral", KIND_RANK["numeral_titled"], value, title,
                         "", False)
     m = _SPECIAL.fullmatch(s)
-    if m and _case_ok(m.group("sp")) and len(s.split()) <= 12 and _title_ok(m.group("rest")):
+    if m and _case_ok(m.group("sp")) and len(s.split()) <= 12 and _special_rest_ok(m.group("rest")):
         word = m.group("sp").lower()
-        kind = "introduction" if word.startswith("introduction") else word.replace("l'envoi", "envoi")
+        kind = ("introduction" if word.startswith("introduction")
+                else "envoi" if "envo" in word else word)
         return kind, "special", KIND_RANK["special"], None, m.group("rest") or "", "", not m.group("rest")
     m = _APPARATUS.fullmatch(s)
     if m and s[0].isupper() and len(s.split()) <= 8 and not s.endswith(","):
@@ -387,7 +413,7 @@ def find_candidates(text: str, blocks: list[Block], dramatic: bool = False) -> l
     n = len(blocks)
     while i < n:
         b = blocks[i]
-        h = _classify_block(b, i)
+        h = _classify_block(text, b, i)
         if h is None:
             i += 1
             continue
@@ -398,23 +424,25 @@ def find_candidates(text: str, blocks: list[Block], dramatic: bool = False) -> l
     return out
 
 
-def _classify_block(b: Block, i: int) -> Heading | None:
+def _classify_block(text: str, b: Block, i: int) -> Heading | None:
     md_level = 0
     line = b.first
     if b.md_heading:
         m = _MARKDOWN.match(line)
-        assert m is not None
+        if m is None:
+            return None
         md_level, line = len(m.group(1)), m.group(2)
     elif b.n_lines > 3 or len(b.first) > 100:
-        # A heading glued to its paragraph: accept only a bare keyword line ("CHAPTER I.").
-        if len(b.first) > 40:
-            return None
+        # A heading glued to its paragraph: accept only a bare keyword line ("CHAPTER I.",
+        # "EPILOGUE").
+        if len(b.first) > 40 or (b.first[:2] in ("**", "__") and b.first[-2:] in ("**", "__")):
+            return None  # a bold name over a speech is a speaker ("**PROLOGUE**"), not a heading
         c = classify_line(line)
-        if not c or c[1] != "kw" or not c[6]:
+        if not c or c[1] not in ("kw", "special") or not c[6]:
             return None
         words = len(b.first.split())
         return Heading(block=i, start=b.start, end=b.first_end, last_block=i, kind=c[0],
-                       family="kw", rank=c[2], number=c[3], title=_clean(line), prefix=c[5],
+                       family=c[1], rank=c[2], number=c[3], title=_clean(line), prefix=c[5],
                        bare=True, rest_words=b.n_words - words)
     c = classify_line(line)
     if c is None:
@@ -429,7 +457,12 @@ def _classify_block(b: Block, i: int) -> Heading | None:
         return None
     if family in ("special", "apparatus") and b.n_lines > 2:
         return None
-    title = _clean(" ".join(line.split()) if b.n_lines == 1 or md_level else line)
+    title = _clean(line)
+    if b.n_lines > 1:
+        rest = [_clean(ln) for ln in text[b.first_end:b.end].splitlines() if ln.strip()]
+        # a title wrapped onto the next line continues it; under a bare "CHAPTER I" it is the title
+        title = _join_title([title, *rest]) if bare else " ".join([title, *rest])
+        bare = False
     return Heading(block=i, start=b.start, end=b.end, last_block=i, kind=kind, family=family,
                    rank=rank, number=number, title=title, prefix=prefix, md_level=md_level,
                    bare=bare)
@@ -494,7 +527,7 @@ def listed_title_candidates(text: str, blocks: list[Block], cands: list[Heading]
         b = blocks[j]
         if b.prose:
             break
-        line_start = text.rfind("\n", 0, b.start) + 1
+        line_start = max(text.rfind("\n", 0, b.start), text.rfind("\r", 0, b.start)) + 1
         lines = text[line_start:b.end].splitlines()
         keyed = [(len(ln) - len(ln.lstrip()), _norm_title(ln)) for ln in lines]
         if b.n_lines <= 2 and any(k in found for _, k in keyed):
@@ -542,7 +575,7 @@ def caps_title_candidates(text: str, blocks: list[Block], min_gap: int = 3) -> l
         if h.block > last:
             kept.append(h)
             last = h.last_block
-    return kept if len(kept) >= 3 and len(kept) <= max(3, len(blocks) // 8) else []
+    return kept if len(kept) >= 3 and len(kept) <= max(3, len(blocks) // 3) else []
 
 
 # ---------------------------------------------------------------------------- realness
@@ -568,6 +601,8 @@ def mark_real(cands: list[Heading], blocks: list[Block], prose_acc: list[int]) -
         prose = prose_acc[stop] - prose_acc[h.last_block + 1] + h.rest_words
         if prose >= MIN_PROSE:
             h.real = True
+        elif h.md_level and stop > h.last_block + 1:
+            h.real = True  # an explicit Markdown heading needs only some text under it
         elif nxt is not None and nxt.family != "apparatus" and nxt.rank > h.rank and nxt.real:
             h.real = True
         else:
@@ -606,7 +641,8 @@ def filter_sequences(cands: list[Heading]) -> None:
                     last, enclosed = None, True
                 continue
             v = h.number
-            assert v is not None
+            if v is None:
+                continue
             nxt_k = next_pos.get(k)
             nxt = real[nxt_k].number if nxt_k is not None else None
             if last is None:
@@ -637,7 +673,7 @@ def analyze_structure(text: str, start: int = 0, end: int | None = None) -> Stru
     if not blocks:
         return Structure(start, start, [], "")
     acc = _prose_prefix(blocks)
-    dramatic = _is_dramatic(blocks, text)
+    dramatic = _is_dramatic(blocks)
     cands = find_candidates(text, blocks, dramatic)
     _add_prefix_containers(text, blocks, cands)
     mark_real(cands, blocks, acc)
@@ -725,7 +761,7 @@ def _add_prefix_containers(text: str, blocks: list[Block], cands: list[Heading])
     cands.sort(key=lambda h: h.block)
 
 
-def _is_dramatic(blocks: list[Block], text: str) -> bool:
+def _is_dramatic(blocks: list[Block]) -> bool:
     """Plays: many paragraphs open with a speaker's name in capitals."""
     cues = total = 0
     for b in blocks[:: max(1, len(blocks) // 2000)]:
@@ -871,14 +907,17 @@ def _build_segments(text: str, blocks: list[Block], acc: list[int], boundaries: 
         seg_end = _trim_end(text, h.start, seg_end)
         next_block = boundaries[i + 1].block if i + 1 < len(boundaries) else len(blocks)
         own_prose = acc[next_block] - acc[h.last_block + 1] + h.rest_words
-        title = _heading_title(h)
+        title = h.title
         is_unit_kind = h.kind == unit_kind
         container_rank = _container_rank(h, unit_kind, rank_unit)
         if container_rank is not None and not is_unit_kind:
             nxt = boundaries[i + 1] if i + 1 < len(boundaries) else None
+            # A prologue encloses the following units only when the Markdown levels say so
+            # (the Shrew's "## PROLOGUE" over "### SCENE I"); with text of its own it is a unit.
             if h.family == "special" and (own_prose >= MIN_CONTAINER_PROSE or nxt is None
-                                          or nxt.kind != unit_kind):
-                container_rank = None  # a prologue with its own text is a unit, not a container
+                                          or nxt.kind != unit_kind or not h.md_level
+                                          or nxt.md_level <= h.md_level):
+                container_rank = None
         if container_rank is not None and not is_unit_kind:
             while stack and stack[-1][0] >= container_rank:
                 stack.pop()
@@ -934,6 +973,3 @@ def _kind_name(h: Heading, unit_name: str) -> str:
         return "section"
     return h.kind
 
-
-def _heading_title(h: Heading) -> str:
-    return h.title

@@ -19,8 +19,8 @@ from litseg.segmentation.gutenberg import gutenberg_bounds
 from litseg.segmentation.structure import Segment, Structure, analyze_structure
 from litseg.segmentation.types import Document, Unit
 
-_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r|\n)[^\S\r\n]*(?:\r\n|\r|\n)\s*")
-_LINE_BREAK = re.compile(r"(?:\r\n|\r|\n)\s*")
+_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[^\S\r\n]*(?:\r\n|\r(?!\n)|\n)\s*")
+_LINE_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)\s*")
 _WORDS = re.compile(r"\S+")
 
 
@@ -32,15 +32,15 @@ def count_words(text: str, start: int = 0, end: int | None = None) -> int:
 def find_units(doc: Document, *, max_words: int = 2000, keep_front_matter: bool = False) -> list[Unit]:
     """Top-level narrative units of ``doc``, split under ``max_words`` words.
 
-    Sets ``doc.body_start``/``doc.body_end`` to the narrative body (licence, front matter and
-    back matter excluded) and returns the units; the document's ``units`` list is left alone.
-    With ``keep_front_matter`` the text between the licence header and the first heading
-    (title page, preface, contents) becomes a unit of kind ``"front_matter"`` and the body starts
-    there. Calling it again on the same document gives the same units.
+    The body is always derived from the whole ``doc.text`` (so calling this again gives the same
+    units): ``doc.body_start``/``doc.body_end`` are set to the narrative body - licence, front
+    matter and back matter excluded - and the units are returned (``doc.units`` is left alone).
+    With ``keep_front_matter`` the text between the licence header and the first heading (title
+    page, preface, contents) becomes a unit of kind ``"front_matter"`` and the body starts there.
     """
-    if max_words < 1:
-        raise ValueError(f"max_words must be positive, got {max_words}")
-    start, end = gutenberg_bounds(doc.text, doc.body_start, doc.body_end)
+    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+        raise ValueError(f"max_words must be a positive int, got {max_words!r}")
+    start, end = gutenberg_bounds(doc.text)
     structure = analyze_structure(doc.text, start, end)
     return units_from_structure(doc, structure, max_words=max_words,
                                 keep_front_matter=keep_front_matter)
@@ -90,7 +90,7 @@ def split_by_cap(text: str, start: int, end: int, max_words: int) -> list[tuple[
     """Cut ``text[start:end]`` into spans of at most ``max_words`` words each (whitespace
     trimmed, together covering every non-whitespace character), preferring paragraph breaks,
     then sentence ends, then line breaks, then word boundaries; pieces are packed greedily."""
-    start, end = _strip(text, start, end)
+    start, end = _strip(text, max(0, start), min(end, len(text)))
     if end <= start:
         return []
     if count_words(text, start, end) <= max_words:
@@ -177,12 +177,9 @@ def _rstrip(text: str, start: int, end: int) -> int:
 _ACCEPTS_MAX_WORDS: dict[Callable[..., object], bool] = {}
 
 
-def sentence_spans(text: str, start: int, end: int, max_words: int | None = None) -> list[tuple[int, int]]:
-    """Sentence spans from :func:`litseg.segmentation.sentences.split_spans` (looked up at call
-    time). ``max_words`` is passed only when the splitter accepts it."""
+def splitter_caps_sentences() -> bool:
+    """Whether the current sentence splitter accepts ``max_words`` (checked once per function)."""
     fn = _sentences.split_spans
-    if max_words is None:
-        return fn(text, start, end)
     accepts = _ACCEPTS_MAX_WORDS.get(fn)
     if accepts is None:
         try:
@@ -192,10 +189,17 @@ def sentence_spans(text: str, start: int, end: int, max_words: int | None = None
         except (TypeError, ValueError):
             accepts = False
         _ACCEPTS_MAX_WORDS[fn] = accepts
-    if accepts:
+    return accepts
+
+
+def sentence_spans(text: str, start: int, end: int, max_words: int | None = None) -> list[tuple[int, int]]:
+    """Sentence spans from :func:`litseg.segmentation.sentences.split_spans` (looked up at call
+    time). ``max_words`` is passed only when given and the splitter accepts it."""
+    fn = _sentences.split_spans
+    if max_words is not None and splitter_caps_sentences():
         return fn(text, start, end, max_words=max_words)
     return fn(text, start, end)
 
 
 __all__ = ["build_units", "count_words", "find_units", "sentence_spans", "split_by_cap",
-           "units_from_structure"]
+           "splitter_caps_sentences", "units_from_structure"]

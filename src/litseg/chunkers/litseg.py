@@ -1,0 +1,394 @@
+"""LitSeg, the three-stage teacher: events, then threads, then turning points and segments.
+
+Per unit the model is called three times. Every call is ``[system, user]`` where the system
+prompt is the same for all stages and every user message opens with the same numbered chapter,
+so system + chapter form one identical token prefix that a serving engine with prefix caching
+computes once per unit (``conf/prompt/litseg.yaml`` explains the layout). Stage 2 receives
+stage 1's validated JSON answer after the chapter, stage 3 both answers.
+
+Each stage is decoded under its own JSON schema and retried on its own:
+
+* stages 1 and 2 (free-text summaries): an answer that cannot be read, or is empty, is shown
+  back with a correction request; after the retries the run continues with a note that the step
+  is unavailable (recorded in the diagnostics), never with an abort;
+* stage 3 goes through the core's validate-retry-fallback loop
+  (:func:`~litseg.segmentation.runner.segment_with_retries`), then repair and reconstruction.
+
+Many units run at once through :func:`~litseg.llm.batching.run_batched`, so a batching backend
+(vLLM, the async OpenAI client) serves the stages of many units in one batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.llm_common import make_feedback, number_sentences, sentence_word_counts, unit_sentence_texts
+from litseg.llm.base import ChatModel, ChatRequest, Completion
+from litseg.llm.batching import run_batched
+from litseg.segmentation.parsing import parse_answer
+from litseg.segmentation.reconstruct import build_chunks
+from litseg.segmentation.repair import whole_unit_segments
+from litseg.segmentation.runner import CUT_OFF_NOTICE, segment_with_retries
+from litseg.segmentation.schema import get_schema, has_segments, json_schema
+from litseg.segmentation.types import Document, Unit
+from litseg.segmentation.validation import IssueCode, ValidationIssue
+
+log = logging.getLogger(__name__)
+
+STAGES = ("stage1", "stage2", "stage3")
+SUMMARY_STAGES = ("stage1", "stage2")
+# The JSON key each summary stage answers with, and the placeholder that carries it onwards.
+_PLACEHOLDERS = {"stage1": "step1_json", "stage2": "step2_json"}
+
+# What later stages see in place of an answer that could not be obtained or was left out. Kept
+# in the answer's own JSON shape so that the prompt layout (and the cached prefix) stays the same.
+UNAVAILABLE_NOTE = "(no usable answer for this step; work from the chapter alone)"
+SKIPPED_NOTE = "(this step is left out in this run; work from the chapter alone)"
+
+Ask = Callable[[ChatRequest], Completion]
+
+
+def render_stage_messages(
+    prompt: Mapping[str, Any],
+    stage: str,
+    sentence_texts: Sequence[str],
+    *,
+    step1_json: str = "",
+    step2_json: str = "",
+    length_hint: str = "",
+) -> list[dict[str, str]]:
+    """``[system, user]`` of one teacher stage (``stage1`` / ``stage2`` / ``stage3``).
+
+    The training-data builder and the token benchmark call this too, so every consumer renders
+    exactly what the teacher sent.
+    """
+    spec = stage_spec(prompt, stage)
+    user = str(spec["user"]).format(
+        chapter=number_sentences(sentence_texts),
+        last_index=len(sentence_texts),
+        step1_json=step1_json,
+        step2_json=step2_json,
+        length_hint=length_hint,
+    )
+    return [{"role": "system", "content": str(prompt["system"])}, {"role": "user", "content": user}]
+
+
+def stage_spec(prompt: Mapping[str, Any], stage: str) -> Mapping[str, Any]:
+    for spec in prompt.get("stages") or []:
+        if spec.get("name") == stage:
+            return spec
+    raise ValueError(f"the teacher prompt {prompt.get('name')!r} has no stage {stage!r}")
+
+
+def is_staged_prompt(prompt: Mapping[str, Any] | None) -> bool:
+    return bool(prompt) and isinstance(prompt.get("stages"), list) and "system" in prompt  # type: ignore[union-attr]
+
+
+def length_hint_text(prompt: Mapping[str, Any], reference: Mapping[str, Any] | None) -> str:
+    """The soft length reference sentence: the prompt's ``length_hint`` template, else the
+    reference's own ``hint``, filled with its quantiles; "" without a reference."""
+    if not reference or any(reference.get(q) is None for q in ("p25", "p50", "p75")):
+        return ""
+    template = str(prompt.get("length_hint") or reference.get("hint") or "")
+    return template.format(**reference) if template else ""
+
+
+@dataclass(slots=True)
+class StageResult:
+    """One summary stage (1 or 2) of one unit: its answer, or why there is none."""
+
+    name: str
+    status: str  # "ok" | "unavailable" | "skipped"
+    answer: BaseModel | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def prompt_json(self) -> str:
+        """What later stages receive for this step."""
+        if self.answer is not None:
+            return json.dumps(self.answer.model_dump(), ensure_ascii=False)
+        key = "step_1_events" if self.name == "stage1" else "step_2_threads"
+        return json.dumps({key: SKIPPED_NOTE if self.status == "skipped" else UNAVAILABLE_NOTE}, ensure_ascii=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "tries": len(self.attempts),
+            **_usage(self.attempts),
+            "seconds": self.seconds,
+            "answer": self.answer.model_dump() if self.answer is not None else None,
+            "attempts": self.attempts,
+            "notes": list(self.notes),
+        }
+
+
+class LitSegChunker(Chunker):
+    """The LitSeg teacher. ``prompt`` is a staged prompt (``conf/prompt/litseg.yaml``)."""
+
+    def __init__(
+        self,
+        llm: ChatModel,
+        prompt: Mapping[str, Any],
+        *,
+        name: str = "litseg",
+        max_retries: int = 2,
+        stage_max_retries: int | None = None,
+        max_new_tokens: int = 1024,
+        summary_max_new_tokens: int = 384,
+        constrained: bool = True,
+        bounded_schema: bool = True,
+        fallback_max_words: int = 400,
+        context_position: str = "auto",
+        length_reference: Mapping[str, Any] | None = None,
+        feedback: Mapping[str, Any] | None = None,
+        skip_stages: Sequence[str] = (),
+        workers: int = 32,
+        max_batch: int | None = None,
+    ) -> None:
+        if not is_staged_prompt(prompt):
+            raise ValueError("method=litseg needs a staged teacher prompt with `system` and `stages` "
+                             "(prompt=litseg); got a single-pass prompt")
+        self.prompt = dict(prompt)
+        self.answer_models: dict[str, type[BaseModel]] = {
+            stage: get_schema(str(stage_spec(self.prompt, stage)["schema"])) for stage in STAGES
+        }
+        if not has_segments(self.answer_models["stage3"]):
+            raise ValueError("the teacher's stage3 schema must carry segments")
+        unknown = sorted(set(skip_stages) - set(SUMMARY_STAGES))
+        if unknown:
+            raise ValueError(f"skip_stages may name {list(SUMMARY_STAGES)} only (stage 3 makes the "
+                             f"segments), got {unknown}")
+        for label, value in (("max_retries", max_retries), ("stage_max_retries", stage_max_retries)):
+            if value is not None and value < 0:
+                raise ValueError(f"{label} must be >= 0, got {value}")
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.name = name
+        self.llm = llm
+        self.max_retries = max_retries
+        self.stage_max_retries = max_retries if stage_max_retries is None else stage_max_retries
+        self.max_new_tokens = max_new_tokens
+        self.summary_max_new_tokens = summary_max_new_tokens
+        self.constrained = constrained
+        self.bounded_schema = bounded_schema
+        self.fallback_max_words = fallback_max_words
+        self.context_position = context_position
+        self.length_reference = dict(length_reference) if length_reference else None
+        self.feedback_template = dict(feedback) if feedback else None
+        self.skip_stages = tuple(s for s in SUMMARY_STAGES if s in set(skip_stages))
+        self.workers = workers
+        self.max_batch = max_batch or max(64, workers)
+
+    # ------------------------------------------------------------------ identity
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "prompt": self.prompt.get("version", self.prompt.get("name")),
+            "stages": {s: str(stage_spec(self.prompt, s)["schema"]) for s in STAGES},
+            "feedback": (self.feedback_template or {}).get("version"),
+            "model": self.llm.identity(),
+            "max_retries": self.max_retries,
+            "stage_max_retries": self.stage_max_retries,
+            "max_new_tokens": self.max_new_tokens,
+            "summary_max_new_tokens": self.summary_max_new_tokens,
+            "constrained": self.constrained,
+            "bounded_schema": self.bounded_schema,
+            "fallback_max_words": self.fallback_max_words,
+            "context_position": self.context_position,
+            "length_reference": self.length_reference,
+            "skip_stages": list(self.skip_stages),
+        }
+
+    def prompt_versions(self) -> dict[str, Any]:
+        return {"prompt": self.prompt.get("name"), "version": self.prompt.get("version"),
+                "feedback": (self.feedback_template or {}).get("version")}
+
+    # ------------------------------------------------------------------ messages
+    def stage_messages(self, doc: Document, unit: Unit, stage: str, *, step1_json: str = "",
+                       step2_json: str = "") -> list[dict[str, str]]:
+        hint = length_hint_text(self.prompt, self.length_reference) if stage == "stage3" else ""
+        return render_stage_messages(self.prompt, stage, unit_sentence_texts(doc, unit),
+                                     step1_json=step1_json, step2_json=step2_json, length_hint=hint)
+
+    def _schema(self, stage: str, n: int) -> dict[str, Any] | None:
+        if not self.constrained:
+            return None
+        return json_schema(self.answer_models[stage], n_sentences=n, bounded=self.bounded_schema)
+
+    # ------------------------------------------------------------------ stages
+    def _summary_stage(self, ask: Ask, stage: str, messages: list[dict[str, str]], n: int) -> StageResult:
+        """Stage 1 or 2: ask until the answer parses and says something, or retries run out."""
+        t0 = time.perf_counter()
+        result = StageResult(stage, "unavailable")
+        model = self.answer_models[stage]
+        schema = self._schema(stage, n)
+        feedback = make_feedback(self.feedback_template, self.stage_max_retries)
+        conversation = list(messages)
+        for attempt in range(self.stage_max_retries + 1):
+            completion = ask(ChatRequest(messages=list(conversation), json_schema=schema,
+                                         max_tokens=self.summary_max_new_tokens))
+            record = _attempt_record(attempt, completion)
+            result.attempts.append(record)
+            if completion.error is not None:
+                record["issues"] = [ValidationIssue(IssueCode.BACKEND_ERROR, completion.error).to_dict()]
+                continue  # same conversation again: the call failed, not the answer
+            parsed = parse_answer(completion.text, model)
+            record["notes"] = parsed.notes
+            issues = list(parsed.errors)
+            if parsed.value is not None:
+                empty = [k for k, v in parsed.value.model_dump().items() if isinstance(v, str) and not v.strip()]
+                if empty:
+                    issues.append(ValidationIssue(IssueCode.SCHEMA_ERROR,
+                                                  f"{', '.join(empty)} is empty: write the requested summary"))
+                else:
+                    record["parsed"] = record["valid"] = True
+                    result.answer, result.status = parsed.value, "ok"
+                    break
+                record["parsed"] = True
+            record["issues"] = [i.to_dict() for i in issues]
+            if attempt < self.stage_max_retries:
+                request = feedback(issues, n)
+                if completion.finish_reason == "length":
+                    request += f"\n{CUT_OFF_NOTICE}"
+                conversation += [{"role": "assistant", "content": completion.text},
+                                 {"role": "user", "content": request}]
+        if result.answer is None:
+            result.notes.append(f"{stage}: no usable answer in {len(result.attempts)} tries; later stages "
+                                "were told the step is unavailable")
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    def _segment(self, doc: Document, unit: Unit, ask: Ask) -> UnitResult:
+        t0 = time.perf_counter()
+        n = unit.n_sentences
+        if n == 0:
+            return UnitResult(doc.book_id, unit.unit_id, [], {"tries": 0, "fallback": "none", "calls": 0})
+        summaries: dict[str, StageResult] = {}
+        for stage in SUMMARY_STAGES:
+            if stage in self.skip_stages:
+                summaries[stage] = StageResult(stage, "skipped")
+                continue
+            earlier = {_PLACEHOLDERS[s]: summaries[s].prompt_json() for s in summaries}
+            summaries[stage] = self._summary_stage(ask, stage, self.stage_messages(doc, unit, stage, **earlier), n)
+
+        t3 = time.perf_counter()
+        schema = self._schema("stage3", n)
+
+        def ask_stage3(messages: list[dict[str, str]]) -> Completion:
+            return ask(ChatRequest(messages=messages, json_schema=schema, max_tokens=self.max_new_tokens))
+
+        messages = self.stage_messages(doc, unit, "stage3", step1_json=summaries["stage1"].prompt_json(),
+                                       step2_json=summaries["stage2"].prompt_json())
+        outcome = segment_with_retries(
+            ask_stage3, messages, n=n, answer_model=self.answer_models["stage3"],
+            sentence_words=sentence_word_counts(doc, unit), max_fallback_words=self.fallback_max_words,
+            max_retries=self.max_retries, feedback=make_feedback(self.feedback_template, self.max_retries),
+        )
+        chunks = build_chunks(doc, unit, outcome.segments, method=self.name,
+                              token_counter=self.llm.count_tokens, context_position=self.context_position)
+
+        # Top level: stage 3's diagnostics (the shape LitSeg-Lite writes, so readers of either
+        # method work), with the accounting summed over all stages and each stage beside it.
+        diag = outcome.diagnostics.to_dict()
+        stage3 = {
+            "status": "ok" if outcome.diagnostics.fallback == "none" else outcome.diagnostics.fallback,
+            "tries": outcome.diagnostics.tries,
+            "fallback": outcome.diagnostics.fallback,
+            **_usage(diag["attempts"]),
+            "seconds": time.perf_counter() - t3,
+            "answer": outcome.answer.model_dump() if outcome.answer is not None else None,
+        }
+        stages = {s: summaries[s].to_dict() for s in SUMMARY_STAGES}
+        stages["stage3"] = stage3
+        all_attempts = [a for s in SUMMARY_STAGES for a in summaries[s].attempts] + diag["attempts"]
+        called = sum(1 for s in SUMMARY_STAGES if summaries[s].status != "skipped") + 1
+        diag.update(_usage(all_attempts))
+        diag.update(
+            method=self.name,
+            retries=len(all_attempts) - called,
+            seconds=time.perf_counter() - t0,
+            model_seconds=sum(float(a.get("seconds", 0.0)) for a in all_attempts),
+            stages=stages,
+            stages_unavailable=[s for s in SUMMARY_STAGES if summaries[s].status == "unavailable"],
+            stages_skipped=list(self.skip_stages),
+            notes=[*diag["notes"], *(note for s in SUMMARY_STAGES for note in summaries[s].notes)],
+            segments=[s.model_dump() for s in outcome.segments],
+        )
+        if outcome.answer is not None:
+            diag["answer"] = outcome.answer.model_dump()
+        return UnitResult(doc.book_id, unit.unit_id, chunks, diag)
+
+    def _guarded(self, doc: Document, unit: Unit, ask: Ask) -> UnitResult:
+        """A unit that raises (a bug, a replay miss) becomes a failed result; the others go on."""
+        t0 = time.perf_counter()
+        try:
+            return self._segment(doc, unit, ask)
+        except Exception as exc:  # noqa: BLE001 - recorded on the unit, the batch continues
+            log.exception("litseg: unit %s/%s failed", doc.book_id, unit.unit_id)
+            error = f"{type(exc).__name__}: {exc}"
+            segments = whole_unit_segments(unit.n_sentences, sentence_word_counts(doc, unit), self.fallback_max_words)
+            chunks = build_chunks(doc, unit, segments, method=self.name, context_position=self.context_position)
+            diag = {"method": self.name, "tries": 0, "calls": 0, "fallback": "whole_unit", "error": error,
+                    "seconds": time.perf_counter() - t0, "segments": [s.model_dump() for s in segments]}
+            return UnitResult(doc.book_id, unit.unit_id, chunks, diag, error=error)
+
+    # ------------------------------------------------------------------ Chunker API
+    def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
+        return self._guarded(doc, unit, self.llm.chat)
+
+    def chunk_units(self, doc: Document, units: Iterable[Unit]) -> Iterator[UnitResult]:
+        yield from self.chunk_many((doc, u) for u in units)
+
+    def chunk_many(self, items: Iterable[tuple[Document, Unit]]) -> Iterator[UnitResult]:
+        """Units of any number of books at once; results come in the order units finish."""
+        jobs = [lambda ask, d=d, u=u: self._guarded(d, u, ask) for d, u in items]
+        yield from run_batched(self.llm, jobs, workers=self.workers, max_batch=self.max_batch)
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+def _attempt_record(attempt: int, c: Completion) -> dict[str, Any]:
+    return {
+        "attempt": attempt, "parsed": False, "valid": False, "issues": [], "notes": [],
+        "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+        "cached_tokens": c.cached_tokens, "seconds": c.seconds, "finish_reason": c.finish_reason,
+        "from_cache": c.from_cache, "error": c.error,
+    }
+
+
+def _usage(attempts: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    return {
+        "calls": len(attempts),
+        "prompt_tokens": sum(int(a.get("prompt_tokens", 0)) for a in attempts),
+        "cached_tokens": sum(int(a.get("cached_tokens", 0)) for a in attempts),
+        "completion_tokens": sum(int(a.get("completion_tokens", 0)) for a in attempts),
+    }
+
+
+@register("litseg")
+def make_litseg(
+    llm: ChatModel,
+    prompt: Mapping[str, Any] | None = None,
+    feedback: Mapping[str, Any] | None = None,
+    length_reference: Mapping[str, Any] | None = None,
+    default_prompt: Mapping[str, Any] | None = None,
+    **params: Any,
+) -> LitSegChunker:
+    """``prompt`` is the composed prompt group; when it is a single-pass prompt (the annotate
+    default, ``litseg_lite``), the staged prompt the method config names (``default_prompt``) is
+    used instead, so ``method=litseg`` alone runs the teacher."""
+    chosen = prompt if is_staged_prompt(prompt) else default_prompt
+    if chosen is None:
+        raise ValueError("method=litseg needs the staged teacher prompt: add prompt=litseg")
+    reference = length_reference if length_reference and length_reference.get("p50") is not None else None
+    return LitSegChunker(llm, chosen, feedback=feedback, length_reference=reference, **params)

@@ -1,0 +1,132 @@
+"""LitSeg-Lite: one call per unit; the answer holds the summarised workflow and the segments.
+
+The prompt (``conf/prompt/*.yaml``) names its answer schema; the answer is decoded under that
+JSON Schema when the backend can constrain decoding, then validated, retried with feedback,
+repaired by the fallback and rebuilt into chunk records (``litseg.segmentation``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.llm_common import (
+    make_feedback,
+    render_single_pass_messages,
+    sentence_word_counts,
+    unit_sentence_texts,
+)
+from litseg.llm.base import ChatModel, ChatRequest
+from litseg.llm.batching import run_batched
+from litseg.segmentation.reconstruct import build_chunks
+from litseg.segmentation.runner import segment_with_retries
+from litseg.segmentation.schema import get_schema, json_schema
+from litseg.segmentation.types import Document, Unit
+
+
+class LitSegLiteChunker(Chunker):
+    def __init__(
+        self,
+        llm: ChatModel,
+        prompt: Mapping[str, Any],
+        *,
+        name: str = "litseg_lite",
+        max_retries: int = 2,
+        max_new_tokens: int = 1024,
+        constrained: bool = True,
+        bounded_schema: bool = True,
+        fallback_max_words: int = 400,
+        context_position: str = "auto",
+        length_reference: Mapping[str, Any] | None = None,
+        feedback: Mapping[str, Any] | None = None,
+        workers: int = 8,
+    ) -> None:
+        for key in ("system", "user", "schema"):
+            if key not in prompt:
+                raise ValueError(f"prompt config lacks {key!r} (is prompt= a single-pass prompt?)")
+        self.name = name
+        self.llm = llm
+        self.prompt = dict(prompt)
+        self.answer_model = get_schema(str(prompt["schema"]))
+        self.max_retries = max_retries
+        self.max_new_tokens = max_new_tokens
+        self.constrained = constrained
+        self.bounded_schema = bounded_schema
+        self.fallback_max_words = fallback_max_words
+        self.context_position = context_position
+        self.length_reference = dict(length_reference) if length_reference else None
+        self.feedback_template = dict(feedback) if feedback else None
+        self.workers = workers
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "prompt": self.prompt.get("version", self.prompt.get("name")),
+            "schema": self.prompt["schema"],
+            "model": self.llm.identity(),
+            "max_retries": self.max_retries,
+            "max_new_tokens": self.max_new_tokens,
+            "constrained": self.constrained,
+            "bounded_schema": self.bounded_schema,
+            "fallback_max_words": self.fallback_max_words,
+            "context_position": self.context_position,
+            "length_reference": self.length_reference,
+        }
+
+    def messages(self, doc: Document, unit: Unit) -> list[dict[str, str]]:
+        return render_single_pass_messages(self.prompt, unit_sentence_texts(doc, unit), self.length_reference)
+
+    def _segment(self, doc: Document, unit: Unit, ask) -> UnitResult:
+        t0 = time.perf_counter()
+        n = unit.n_sentences
+        if n == 0:
+            return UnitResult(doc.book_id, unit.unit_id, [], {"tries": 0, "fallback": "none", "calls": 0})
+        schema = (json_schema(self.answer_model, n_sentences=n, bounded=self.bounded_schema)
+                  if self.constrained else None)
+
+        def ask_messages(messages: list[dict[str, str]]):
+            return ask(ChatRequest(messages=messages, json_schema=schema, max_tokens=self.max_new_tokens))
+
+        outcome = segment_with_retries(
+            ask_messages, self.messages(doc, unit), n=n, answer_model=self.answer_model,
+            sentence_words=sentence_word_counts(doc, unit), max_fallback_words=self.fallback_max_words,
+            max_retries=self.max_retries, feedback=make_feedback(self.feedback_template, self.max_retries),
+        )
+        chunks = build_chunks(doc, unit, outcome.segments, method=self.name,
+                              token_counter=self.llm.count_tokens, context_position=self.context_position)
+        diag = outcome.diagnostics.to_dict()
+        diag.update(_usage(diag), seconds=time.perf_counter() - t0)
+        # The final (validated, possibly repaired) segments and the chosen answer: what the
+        # training-data builder reads back from diagnostics.jsonl.
+        diag["segments"] = [s.model_dump() for s in outcome.segments]
+        if outcome.answer is not None:
+            diag["answer"] = outcome.answer.model_dump()
+        return UnitResult(doc.book_id, unit.unit_id, chunks, diag)
+
+    def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
+        return self._segment(doc, unit, self.llm.chat)
+
+    def chunk_units(self, doc: Document, units: Iterable[Unit]) -> Iterator[UnitResult]:
+        jobs = [lambda ask, u=u: self._segment(doc, u, ask) for u in units]
+        yield from run_batched(self.llm, jobs, workers=self.workers)
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+def _usage(diag: dict[str, Any]) -> dict[str, Any]:
+    attempts = diag.get("attempts", [])
+    return {
+        "calls": len(attempts),
+        "prompt_tokens": sum(a.get("prompt_tokens", 0) for a in attempts),
+        "cached_tokens": sum(a.get("cached_tokens", 0) for a in attempts),
+        "completion_tokens": sum(a.get("completion_tokens", 0) for a in attempts),
+    }
+
+
+@register("litseg_lite")
+def make_litseg_lite(llm: ChatModel, prompt: Mapping[str, Any], feedback: Mapping[str, Any] | None = None,
+                     **params: Any) -> LitSegLiteChunker:
+    return LitSegLiteChunker(llm, prompt, feedback=feedback, **params)

@@ -1,0 +1,112 @@
+"""Run many sequential LLM conversations while sending their calls in batches.
+
+Each unit's validate-retry loop is plain sequential code that calls ``ask(messages)``. Running
+the loops in worker threads and gathering their pending calls into one ``chat_batch`` lets a
+batching backend (vLLM, an async HTTP client, batched ``generate``) serve many units at once,
+retries included, without the loops knowing about each other.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from typing import TypeVar
+
+from litseg.llm.base import ChatModel, ChatRequest, Completion
+
+R = TypeVar("R")
+Ask = Callable[[ChatRequest], Completion]
+
+
+def run_batched(
+    llm: ChatModel,
+    jobs: Iterable[Callable[[Ask], R]],
+    *,
+    workers: int = 8,
+    max_batch: int = 64,
+    linger_s: float = 0.05,
+) -> Iterator[R]:
+    """Run ``job(ask)`` for every job, ``workers`` at a time, yielding results as jobs finish.
+
+    ``ask`` blocks until the batch holding its request comes back. A batch is sent once every
+    running job is waiting, once ``max_batch`` requests are queued, or ``linger_s`` after the
+    first queued request. Exceptions raised by a job are re-raised here.
+    """
+    jobs = list(jobs)
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield job(llm.chat)
+        return
+
+    requests: queue.Queue[tuple[ChatRequest, Future[Completion]]] = queue.Queue()
+    results: queue.Queue[tuple[bool, object]] = queue.Queue()
+    lock = threading.Lock()
+    state = {"running": 0, "next": 0}
+
+    def ask(req: ChatRequest) -> Completion:
+        fut: Future[Completion] = Future()
+        requests.put((req, fut))
+        return fut.result()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if state["next"] >= len(jobs):
+                    state["running"] -= 1
+                    requests.put((None, None))  # type: ignore[arg-type]  # wake the dispatcher
+                    return
+                job = jobs[state["next"]]
+                state["next"] += 1
+            try:
+                results.put((True, job(ask)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                results.put((False, exc))
+
+    n_workers = min(workers, len(jobs))
+    state["running"] = n_workers
+    threads = [threading.Thread(target=worker, daemon=True, name=f"llm-job-{i}") for i in range(n_workers)]
+    for t in threads:
+        t.start()
+
+    done = 0
+    while done < len(jobs):
+        while not results.empty():  # hand out finished results first so the caller sees progress
+            ok, value = results.get()
+            done += 1
+            if not ok:
+                raise value  # type: ignore[misc]
+            yield value  # type: ignore[misc]
+        if done >= len(jobs):
+            break
+        try:
+            first = requests.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        pending = [first] if first[0] is not None else []
+        deadline = time.monotonic() + linger_s
+        while pending and len(pending) < max_batch:
+            with lock:
+                all_waiting = len(pending) >= state["running"]
+            if all_waiting:
+                break
+            try:
+                item = requests.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if item[0] is not None:
+                pending.append(item)
+        if not pending:
+            continue
+        try:
+            answers = llm.chat_batch([r for r, _ in pending])
+        except BaseException as exc:  # noqa: BLE001 - every waiter learns of it
+            for _, fut in pending:
+                fut.set_exception(exc)
+        else:
+            for (_, fut), ans in zip(pending, answers, strict=True):
+                fut.set_result(ans)
+    for t in threads:
+        t.join(timeout=1)

