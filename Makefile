@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: venv
-	$(PY) annotate.py input=src/litseg/data/demo/the_two_lanterns.md hydra.run.dir=outputs/demo
+	$(PY) annotate.py input=src/litseg/data/demo/the_two_lanterns.md hydra.run.dir=outputs/demo method.max_retries=1
 	@echo "outputs written to outputs/demo (chunks.jsonl, sentences.jsonl, diagnostics.jsonl, view.html)"
 
 test: venv

@@ -72,3 +72,18 @@ def write_corpus(directory: Path, books: int = 3, chapters: int = 2, sentences: 
     for b in range(1, books + 1):
         write_book(directory / f"book_{b:02d}.md", f"Book {b}", chapters, sentences)
     return directory
+
+
+def make_teacher_model(*, block: int = 5, raise_on: str | None = None, name: str = "fake-teacher",
+                       **_ignored: Any) -> Any:
+    """``llm.backend: tests.teacher_fakes:make_teacher_model``: a scripted teacher. ``raise_on``:
+    a chapter text fragment whose requests raise (a unit that fails outright)."""
+    from litseg.llm.testing import ScriptedChatModel
+
+    def answer(request: Any) -> str:
+        first_user = next(m["content"] for m in request.messages if m["role"] == "user")
+        if raise_on and raise_on in first_user:
+            raise RuntimeError(f"scripted failure for a unit containing {raise_on!r}")
+        return teacher_answer(request.messages, block=block)
+
+    return ScriptedChatModel(answer, name=name)

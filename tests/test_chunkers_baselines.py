@@ -490,8 +490,13 @@ def test_method_configs_launch_line_and_build(name: str, monkeypatch: pytest.Mon
     if name == "token":
         cfg.tokenizer = "whitespace"
     chunker = build_chunker_from_config(cfg)
+    assert not isinstance(chunker, DynamicMerge)  # merge is off by default
     doc = make_doc("A short text. With two sentences.")
     assert_coverage_and_spans(doc, run_all(chunker, doc))
+    cfg.merge.target = 5  # what `method.merge.target=5` on the command line does
+    merged = build_chunker_from_config(cfg)
+    assert isinstance(merged, DynamicMerge) and merged.name == f"{name}+merge"
+    assert_coverage_and_spans(doc, run_all(merged, doc))
 
 
 def test_embedder_errors_are_clear(tmp_path: Path) -> None:

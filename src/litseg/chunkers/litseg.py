@@ -252,6 +252,10 @@ class LitSegChunker(Chunker):
                 else:
                     record["parsed"] = record["valid"] = True
                     result.answer, result.status = parsed.value, "ok"
+                    if completion.finish_reason == "length":
+                        # A summary cut short still informs the next stage; keep it, say so.
+                        record["notes"] = [*record["notes"], "reply cut at the token limit; its readable part was kept"]
+                        result.notes.append(f"{stage}: answer cut at the token limit (summary_max_new_tokens)")
                     break
                 record["parsed"] = True
             record["issues"] = [i.to_dict() for i in issues]

@@ -113,7 +113,8 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
     chunker, reference = build_chunker_for_run(cfg)
     prep = cfg.preprocess
     prepare = partial(prepare_document, max_words=int(prep.max_words),
-                      max_sentence_words=int(prep.max_sentence_words))
+                      max_sentence_words=int(prep.max_sentence_words),
+                      keep_front_matter=bool(prep.get("keep_front_matter", False)))
     extra = {"prompt_versions": prompt_versions(cfg, chunker), "length_reference": reference,
              "shard": cfg.get("shard"), "input": _plain(cfg.input)}
     try:
@@ -187,7 +188,10 @@ def summary_table(summary: dict[str, Any]) -> Any:
         ("prompt tokens", here["prompt_tokens"], total.get("prompt_tokens")),
         ("  of which cached", here["cached_tokens"], total.get("cached_tokens")),
         ("completion tokens", here["completion_tokens"], total.get("completion_tokens")),
-        ("per 1k source words", here.get("per_1k_words"), total.get("per_1k_words")),
+        *((f"  {name} per 1k words", (here.get("per_1k_words") or {}).get(key),
+           (total.get("per_1k_words") or {}).get(key))
+          for name, key in (("calls", "calls"), ("prompt", "prompt_tokens"), ("cached", "cached_tokens"),
+                            ("completion", "completion_tokens"))),
         ("repairs", here["repairs"], total.get("repairs")),
         ("fallbacks", here["fallbacks"], total.get("fallbacks")),
         ("stages unavailable", here.get("stages_unavailable"), total.get("stages_unavailable")),

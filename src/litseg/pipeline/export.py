@@ -255,6 +255,9 @@ def export_runs(
     target = Path(out) if out is not None else runs[0] / EXPORT_DIR
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's 0700 would hide the export from other users
     try:
         manifest = _write_export(runs, staging, shard_rows=shard_rows, parquet=parquet, tables=tables)
         _swap_in(staging, target)

@@ -259,6 +259,7 @@ class BM25Encoder:
 
         if groups is not None and len(groups) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(groups)} group labels")
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs every index build at DEBUG
         tokens = self.tokenize(texts)
         keys = list(groups) if (groups is not None and self.idf_scope == "book") else [""] * len(texts)
         members: dict[str, list[int]] = {}
@@ -273,7 +274,7 @@ class BM25Encoder:
             bm.index([d if d else [""] for d in docs], show_progress=False)
             scores = bm.scores
             data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
-            for term, col in bm.vocab_dict.items():
+            for term, col in sorted(bm.vocab_dict.items()):  # sorted: ids stable across runs
                 if not term or col + 1 >= len(indptr):
                     continue
                 gid = self.vocab.setdefault(term, len(self.vocab))
@@ -291,7 +292,8 @@ class BM25Encoder:
                 "stemmer": self.stemmer_name, "idf_scope": self.idf_scope}
 
 
-def _load_stemmer(name: str | None) -> Callable[[str], str] | None:
+def _load_stemmer(name: str | None) -> Any:
+    """A PyStemmer stemmer (bm25s calls its ``stemWords`` on the unique tokens)."""
     if not name:
         return None
     try:
@@ -299,7 +301,7 @@ def _load_stemmer(name: str | None) -> Callable[[str], str] | None:
     except ImportError as exc:
         raise ImportError("BM25 stemming needs PyStemmer (pip install PyStemmer); or set "
                           "retrieval.bm25.stemmer=null") from exc
-    return Stemmer.Stemmer(name).stemWord
+    return Stemmer.Stemmer(name)
 
 
 def build_bm25_encoder(cfg: Mapping[str, Any]) -> BM25Encoder:

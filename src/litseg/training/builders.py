@@ -146,7 +146,7 @@ def _common(settings: SFTSettings | GRPOSettings, cfg: TrainConfig, output_dir: 
         "max_steps": settings.max_steps,
         "per_device_train_batch_size": settings.per_device_train_batch_size,
         "gradient_accumulation_steps": settings.gradient_accumulation_steps,
-        "warmup_ratio": settings.warmup_ratio,
+        "warmup_steps": settings.warmup_steps,
         "lr_scheduler_type": settings.lr_scheduler_type,
         "max_grad_norm": settings.max_grad_norm,
         "logging_steps": settings.logging_steps,
@@ -186,11 +186,18 @@ def sft_config(cfg: TrainConfig, output_dir: Path, *, run_name: str, report_to: 
         packing=s.packing,
         completion_only_loss=s.completion_only_loss,
         weight_decay=s.weight_decay,
-        eval_strategy=("steps" if s.eval_steps else "epoch") if has_eval else "no",
-        eval_steps=s.eval_steps,
+        eval_strategy=_eval_strategy(s.eval_steps, has_eval),
+        eval_steps=s.eval_steps or None,
     )
     args.pop("chat_template_kwargs", None)  # SFTConfig takes the template's kwargs per dataset row
     return SFTConfig(**_with_extra(args, s.extra, SFTConfig))
+
+
+def _eval_strategy(eval_steps: float | None, has_eval: bool) -> str:
+    """Validation loss: every ``eval_steps`` steps, once per epoch (None), or never (0 / no split)."""
+    if not has_eval or eval_steps == 0:
+        return "no"
+    return "epoch" if eval_steps is None else "steps"
 
 
 def completion_length(settings: GRPOSettings, longest_reference: int | None) -> tuple[int, str | None]:

@@ -83,14 +83,14 @@ class SFTSettings:
     per_device_train_batch_size: int = 1
     per_device_eval_batch_size: int = 1
     gradient_accumulation_steps: int = 8
-    warmup_ratio: float = 0.03
+    warmup_steps: float = 0.03  # < 1: share of the training steps; >= 1: a number of steps
     lr_scheduler_type: str = "cosine"
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     logging_steps: float = 10
     save_steps: float = 200
     save_total_limit: int | None = 2
-    eval_steps: float | None = None  # null: evaluate at the end of each epoch when there is a split
+    eval_steps: float | None = None  # validation loss: null once per epoch, 0 never, N every N steps
     packing: bool = False
     completion_only_loss: bool = True  # loss on the answer only, never on the prompt
     extra: dict[str, Any] = field(default_factory=dict)
@@ -119,7 +119,7 @@ class GRPOSettings:
     mask_truncated_completions: bool = True  # DAPO: no gradient from answers cut at the length limit
     scale_rewards: str = "group"  # group | batch | none
     num_iterations: int = 1
-    warmup_ratio: float = 0.0
+    warmup_steps: float = 0.0
     lr_scheduler_type: str = "constant"
     max_grad_norm: float = 1.0
     logging_steps: float = 1

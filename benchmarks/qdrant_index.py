@@ -1,0 +1,126 @@
+"""Indexing throughput and query latency of the embedded Qdrant store at 10k and 100k chunks.
+
+Run from the repository root (one core):
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/qdrant_index.py
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/qdrant_index.py --sizes 10000 --location /tmp/qdrant --json out.json
+
+This measures the store only, not the embedder: the dense vectors are random unit vectors of
+dimension 384 (MiniLM's size) and the sparse vectors are random BM25-like term weights (30
+distinct terms per chunk out of a 50,000-term vocabulary), written exactly as the RAG index
+writes them (:class:`litseg.rag.store.QdrantStore`: one collection, a named dense and a named
+sparse vector, book id and position as payload; 1,000 chunks per book).
+
+Reported per size: upsert throughput (chunks per second, wall clock, batches of 256) and the
+p50/p95 latency of single queries (``QdrantStore.search`` with one request) for dense and
+sparse search restricted to one book by the payload filter, as retrieval does, and of dense
+search over the whole collection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+import numpy as np  # noqa: E402
+
+from litseg.rag.index import SparseVector  # noqa: E402
+from litseg.rag.store import QdrantStore  # noqa: E402
+
+DIM = 384
+VOCAB = 50_000
+TERMS_PER_CHUNK = 30
+CHUNKS_PER_BOOK = 1_000
+
+
+def random_sparse(rng: np.random.Generator, n_terms: int) -> SparseVector:
+    ids = np.unique(rng.integers(0, VOCAB, size=n_terms))
+    return SparseVector(tuple(int(i) for i in ids), tuple(float(w) for w in rng.gamma(2.0, 0.5, size=len(ids))))
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    ms = np.asarray(seconds) * 1000
+    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)), "n": len(ms)}
+
+
+def bench_size(n: int, location: str, n_queries: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    dense = rng.standard_normal((n, DIM)).astype(np.float32)
+    dense /= np.linalg.norm(dense, axis=1, keepdims=True)
+    sparse = [random_sparse(rng, TERMS_PER_CHUNK) for _ in range(n)]
+    books = [f"book{i // CHUNKS_PER_BOOK:04d}" for i in range(n)]
+    payloads = [{"book_id": b, "order": i % CHUNKS_PER_BOOK, "chunk_id": f"{b}:{i}"} for i, b in enumerate(books)]
+    store = QdrantStore(location)
+    name = f"bench_{n}"
+    try:
+        store.create_collection(name, dense_dim=DIM, sparse=True)
+        t0 = time.perf_counter()
+        store.upsert(name, list(range(n)), dense=dense, sparse=sparse, payloads=payloads)
+        upsert_s = time.perf_counter() - t0
+        assert store.count(name) == n
+        queries = rng.standard_normal((n_queries, DIM)).astype(np.float32)
+        sparse_q = []
+        for _ in range(n_queries):  # eight query terms, weight 1 each (term counts, as BM25 queries are)
+            ids = sorted({int(i) for i in rng.integers(0, VOCAB, 8)})
+            sparse_q.append(SparseVector(tuple(ids), tuple(1.0 for _ in ids)))
+        n_books = len(set(books))
+        timings: dict[str, list[float]] = {"dense_book_filter": [], "sparse_book_filter": [], "dense_no_filter": []}
+        for i in range(n_queries):
+            book = f"book{i % n_books:04d}"
+            for kind, vec, filt in (("dense_book_filter", queries[i], book), ("sparse_book_filter", sparse_q[i], book),
+                                    ("dense_no_filter", queries[i], None)):
+                t = time.perf_counter()
+                hits = store.search(name, "dense" if kind.startswith("dense") else "sparse", [vec], [filt], [10])
+                timings[kind].append(time.perf_counter() - t)
+                if filt is not None:
+                    assert all(books[p] == book for p, _ in hits[0])
+        return {"chunks": n, "books": n_books, "location": location, "upsert_seconds": upsert_s,
+                "chunks_per_second": n / upsert_s, **{k: percentiles(v) for k, v in timings.items()}}
+    finally:
+        store.delete_collection(name)
+        store.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10000,100000", help="comma-separated collection sizes")
+    ap.add_argument("--location", default=":memory:",
+                    help=":memory: (default), 'disk' (a temporary folder), a folder, or a server URL")
+    ap.add_argument("--queries", type=int, default=None, help="queries per size (default: 50 at <=10k, else 20)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args()
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        nq = args.queries or (50 if n <= 10_000 else 20)
+        if args.location == "disk":
+            with tempfile.TemporaryDirectory(prefix="litseg-qdrant-") as tmp:
+                row = bench_size(n, tmp, nq, args.seed)
+                row["location"] = "disk (temporary folder)"
+        else:
+            row = bench_size(n, args.location, nq, args.seed)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("\n| chunks | location | upsert (chunks/s) | dense, book filter p50 / p95 (ms) | "
+          "sparse, book filter p50 / p95 (ms) | dense, no filter p50 / p95 (ms) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        cells = [f"{r[k]['p50_ms']:.1f} / {r[k]['p95_ms']:.1f}"
+                 for k in ("dense_book_filter", "sparse_book_filter", "dense_no_filter")]
+        print(f"| {r['chunks']:,} | {r['location']} | {r['chunks_per_second']:,.0f} | " + " | ".join(cells) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Compare chunkers on a QA benchmark: chunk, index (Qdrant), retrieve, rerank, answer, score.
+
+    python evaluate.py suite=fairytaleqa 'chunkers=[token,recursive,semantic]'
+    python evaluate.py suite=smoke chunkers=baselines retrieval.embedder.model=hashing   # seconds, no model
+    python evaluate.py suite=gutenqa_emma 'chunkers=[recursive]' '+chunkers.mine={chunks: outputs/annotate/RUN}'
+    python evaluate.py suite=literaryqa generation.enabled=true judge.enabled=true llm@generation.llm=openai
+    python evaluate.py -m suite=fairytaleqa 'chunkers=[recursive]' chunkers.recursive.chunk_size=500,1000,2000
+    python evaluate.py suite=fairytaleqa export_texts=outputs/ftqa_texts   # book texts for annotate.py
+
+Writes results.md/.csv/.json, pairwise.csv, per_question/*.jsonl, chunks/*.jsonl and plots/*.png
+to the Hydra run folder and returns the configured objective (``objective.metric`` of
+``objective.chunker``, default: the suite's objective for the first chunker) for sweepers.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
+def main(cfg: DictConfig) -> float:
+    from litseg.rag.pipeline import run_from_hydra
+
+    return run_from_hydra(cfg)
+
+
+if __name__ == "__main__":
+    main()
