@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from litseg.pipeline.annotate import unit_key
 from litseg.pipeline.entry import run_annotate
 from litseg.pipeline.export import TABLES, export_features, export_runs, iter_export_rows
+from litseg.pipeline.export import main as export_main
 from litseg.pipeline.sources import parse_dataset_spec
 from litseg.pipeline.store import CHUNKS, LEDGER, SENTENCES, RunDirLocked, RunStore, read_jsonl
 from litseg.segmentation.preprocess import prepare_document
@@ -157,6 +158,10 @@ def test_export_merges_run_directories_of_a_sharded_corpus(corpus: Path, tmp_pat
     merged = [json.dumps(r, sort_keys=True) for r in iter_export_rows(tmp_path / "merged")]
     single = [json.dumps(r, sort_keys=True) for r in iter_export_rows(tmp_path / "whole" / "dataset")]
     assert merged == single
+    # The same through the command line.
+    assert export_main([*(str(r) for r, _ in runs), "--out", str(tmp_path / "cli"), "--tables", "chunks"]) == 0
+    assert [json.dumps(r, sort_keys=True) for r in iter_export_rows(tmp_path / "cli")] == single
+    assert export_main([str(tmp_path / "nothing-here")]) == 2
     with pytest.raises(FileNotFoundError):
         export_runs([tmp_path / "nothing-here"])
 

@@ -94,6 +94,8 @@ def build_chunker_from_config(method: Any, **groups: Any) -> Chunker:
         raise ValueError(f"unknown chunker {name!r}; available: {', '.join(sorted(_REGISTRY))}")
     factory = _REGISTRY[name]
     accepted = inspect.signature(factory).parameters
+    # ``merge: {target, measure}`` works for every chunker, LLM ones included.
+    merge = params.pop("merge", None) if "merge" not in accepted else None
     for group, node in groups.items():
         if group not in accepted or node is None:
             continue
@@ -105,4 +107,9 @@ def build_chunker_from_config(method: Any, **groups: Any) -> Chunker:
             params[group] = plain(node)
     if "llm" in accepted and "llm" not in params:
         raise ValueError(f"chunker {name!r} needs an llm config (llm=...)")
-    return factory(**params)
+    chunker = factory(**params)
+    if merge:
+        from litseg.chunkers.merge import with_merge
+
+        chunker = with_merge(chunker, merge)
+    return chunker

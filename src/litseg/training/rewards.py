@@ -459,13 +459,13 @@ def build_reward(name: str, function: str, params: Mapping[str, Any], context: R
     if ":" in function:
         module_name, _, attribute = function.partition(":")
         target = getattr(importlib.import_module(module_name), attribute)
-        fn = partial(target, **dict(params)) if params else target
-        if not hasattr(fn, "__name__") or fn.__name__ != name:
-            try:
-                fn.__name__ = name  # type: ignore[union-attr]
-            except (AttributeError, TypeError):
-                pass
-        return fn
+        bound = partial(target, **dict(params)) if params else target
+
+        def reward(completions: list[Any], **columns: Any) -> list[float]:
+            return bound(completions, **columns)
+
+        reward.__name__ = name  # TRL names the reward's metrics after this
+        return reward
     raise ValueError(f"unknown reward {function!r}; registered: {', '.join(sorted(REWARDS))} "
                      "(or give package.module:function)")
 

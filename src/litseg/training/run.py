@@ -253,11 +253,15 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
             if tc.eval.max_examples is not None:
                 rows = rows.select(range(min(len(rows), tc.eval.max_examples)))
             max_new = tc.eval.max_new_tokens or completion_length(tc.stage.grpo, longest)[0]
-            llm = build_llm(inference_llm_config(
-                resolve_model_path(tc.model), final_adapter or (adapter_in if tc.stage.run else None),
-                backend=tc.eval.backend, embedded=tc.model.path == "embedded",
-                lora_rank=tc.peft.r, **({"batch_size": tc.eval.batch_size, "device": "auto"}
-                                        if tc.eval.backend == "transformers" else {})))
+            trained = final_adapter or (adapter_in if tc.stage.run else None)
+            if trained is not None and not tc.peft.enabled:
+                base, adapter, embedded = str(trained), None, False  # full fine-tuning saved a whole model
+            else:
+                base, adapter, embedded = resolve_model_path(tc.model), trained, tc.model.path == "embedded"
+            backend_settings = ({"batch_size": tc.eval.batch_size, "device": "auto"}
+                                if tc.eval.backend == "transformers" else {})
+            llm = build_llm(inference_llm_config(base, adapter, backend=tc.eval.backend, embedded=embedded,
+                                                 lora_rank=tc.peft.r, **backend_settings))
             try:
                 evaluation = evaluate_split_rows(rows, llm, reward_funcs, reward_weights, max_new,
                                                  tc, out / "eval_samples.jsonl")
@@ -277,8 +281,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
             "stages": stages,
             "stage_plan": list(tc.stage.run),
             "data": report.to_dict(),
-            "rewards": {name: {"weight": w, "stats": _reward_stats(fn)}
-                        for name, w, fn in zip(tc.rewards, reward_weights, reward_funcs)},
+            "rewards": {getattr(fn, "__name__", str(i)): {"weight": w, "stats": _reward_stats(fn)}
+                        for i, (w, fn) in enumerate(zip(reward_weights, reward_funcs))},
             "eval": evaluation,
             "adapter": str(final_adapter) if final_adapter else None,
             "merged": str(merged) if merged else None,

@@ -1,0 +1,226 @@
+"""End-to-end smoke runs of train.py on a CPU with the tiny model (seconds per run, no network).
+
+Covers: `python train.py +experiment=sft|grpo debug=smoke` exactly as written, LoRA parameters
+changing, every reward logged each step, checkpoint resume, the adapter used by annotate.py and
+merged, every experiment file running, multirun grids (basic and Optuna sweepers), W&B offline,
+the ablation notebook, and a DeepSpeed ZeRO-2 step in one CPU process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+from litseg.pipeline.store import read_jsonl  # noqa: E402
+from tests.training_helpers import EXPERIMENTS, REPO, compose_train  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+       "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}
+PROBE = "+rewards.probe={function:'tests.training_helpers:distinct_characters',weight:1.0}"
+
+
+def run_cli(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "train_summary.json").read_text())
+
+
+def lora_b_weights(adapter: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return {k: v for k, v in load_file(str(adapter / "adapter_model.safetensors")).items() if "lora_B" in k}
+
+
+@pytest.fixture(scope="module")
+def teacher_run(tmp_path_factory) -> Path:
+    from litseg.training.synthetic import make_synthetic_run
+
+    return make_synthetic_run(tmp_path_factory.mktemp("teacher") / "run")
+
+
+@pytest.fixture(scope="module")
+def sft_run(tmp_path_factory, teacher_run) -> Path:
+    run_dir = tmp_path_factory.mktemp("sft") / "run"
+    run_cli(["train.py", "+experiment=sft", "debug=smoke", f"hydra.run.dir={run_dir}", f"data.runs=[{teacher_run}]"])
+    return run_dir
+
+
+def test_sft_smoke_from_the_command_line(sft_run):
+    s = summary(sft_run)
+    assert s["experiment"] == "sft" and s["stage_plan"] == ["sft"]
+    assert s["stages"]["sft"]["global_step"] == 2
+    assert s["stages"]["sft"]["params"]["changed_tensors"] > 0
+    # LoRA's B matrices start at zero: any non-zero entry was learnt.
+    assert any(float(t.abs().sum()) > 0 for t in lora_b_weights(sft_run / "adapter").values())
+    logged = [r for r in read_jsonl(sft_run / "metrics.jsonl") if "loss" in r]
+    assert [r["step"] for r in logged] == [1, 2]
+    assert any("eval_loss" in r for r in read_jsonl(sft_run / "metrics.jsonl"))
+    assert {"eval/format", "eval/judge", "eval/reward"} <= set(s["eval"])
+    assert json.loads((sft_run / "data_report.json").read_text())["examples"]["train"] == 2
+    meta = json.loads((sft_run / "adapter" / "litseg_adapter.json").read_text())
+    assert meta["base_model"] == "tiny" and meta["schema"] == "lite" and meta["prompt_version"] == "lite-v1"
+    assert (sft_run / "config.yaml").is_file() and (sft_run / "eval_samples.jsonl").is_file()
+
+
+def test_checkpoints_resume(sft_run, teacher_run, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(sft_run, run_dir)
+    shutil.rmtree(run_dir / "stages" / "sft" / "checkpoints" / "checkpoint-2")
+    cfg = compose_train(["+experiment=sft", "debug=smoke", f"data.runs=[{teacher_run}]", "stage.sft.max_steps=3",
+                         "stage.sft.eval_steps=0", "eval.enabled=false"])
+    from litseg.training.run import run_training
+
+    s = run_training(cfg, run_dir=run_dir)
+    stage = s["stages"]["sft"]
+    assert stage["resumed_from"].endswith("checkpoint-1")
+    assert stage["global_step"] == 3
+    steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if "loss" in r]
+    assert steps[-2:] == [2, 3]  # steps 2 and 3 were trained again after resuming at 1
+    # A finished stage with unchanged settings is reused, not retrained.
+    again = run_training(cfg, run_dir=run_dir)
+    assert again["stages"]["sft"]["reused"] is True
+
+
+def test_grpo_smoke_logs_every_reward_and_changes_lora(teacher_run, tmp_path):
+    from litseg.training.run import run_training
+
+    run_dir = tmp_path / "grpo"
+    cfg = compose_train(["+experiment=grpo", "debug=smoke", f"data.runs=[{teacher_run}]", PROBE])
+    s = run_training(cfg, run_dir=run_dir)
+    stage = s["stages"]["grpo"]
+    assert stage["global_step"] == 2
+    assert stage["params"]["changed_tensors"] > 0
+    assert any(float(t.abs().sum()) > 0 for t in lora_b_weights(run_dir / "adapter").values())
+    train_rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["stage"] == "grpo" and "loss" in r]
+    assert [r["step"] for r in train_rows] == [1, 2]
+    for row in train_rows:  # every reward, its failure counts and the objective, at every step
+        for key in ("rewards/format/mean", "rewards/judge/mean", "rewards/probe/mean", "reward",
+                    "judge/failures", "judge/retries", "judge/unjudgeable", "format/unparsed"):
+            assert row.get(key) is not None, key
+    # The sample-completions table of each logging step.
+    assert sorted(p.name for p in (run_dir / "stages/grpo/checkpoints/completions").glob("*.parquet"))
+    assert s["rewards"]["judge"]["stats"]["completions"] >= 4
+    assert "eval/reward" in s["eval"] and s["metric_name"] == "eval/reward"
+    assert any("below the longest teacher answer" in w for w in s["warnings"])
+
+
+def test_adapter_runs_in_annotate_and_merges(sft_run, tmp_path):
+    from litseg.llm.base import ChatRequest
+    from litseg.llm.transformers_backend import TransformersChatModel
+    from litseg.testing.tiny_models import tiny_causal_lm_dir
+    from litseg.training.adapters import merge_adapter
+
+    base = tiny_causal_lm_dir()
+    adapter = sft_run / "adapter"
+    out = tmp_path / "annotated"
+    story = REPO / "src/litseg/data/demo/the_two_lanterns.md"
+    run_cli(["annotate.py", "method=litseg_lite", "llm=transformers", f"llm.model={base}", f"llm.adapter={adapter}",
+             f"input={story}", f"hydra.run.dir={out}", "limit_units=1", "method.max_new_tokens=16",
+             "method.max_retries=0", "llm.cache.enabled=false", "view=false", "print_table=0"])
+    (diag,) = read_jsonl(out / "diagnostics.jsonl")
+    assert diag["error"] is None and read_jsonl(out / "chunks.jsonl")
+    assert "adapter" in json.loads((out / "run_summary.json").read_text())["fingerprint"]["model"]
+
+    merged = merge_adapter(base, adapter, tmp_path / "merged")
+    request = ChatRequest(messages=[{"role": "user", "content": "Cut this chapter."}], max_tokens=8)
+    with_adapter = TransformersChatModel(str(base), adapter=str(adapter), merge_adapter=False,
+                                         constrained_decoding="none").chat(request)
+    from_merged = TransformersChatModel(str(merged), constrained_decoding="none").chat(request)
+    plain = TransformersChatModel(str(base), constrained_decoding="none").chat(request)
+    assert with_adapter.text == from_merged.text
+    assert with_adapter.text != plain.text  # the adapter changes what the model says
+
+
+# Every other experiment (sft and grpo ran above), one step each, plus W&B offline on one of them.
+GRID = [e for e in EXPERIMENTS if e not in ("sft", "grpo")]
+
+
+@pytest.fixture(scope="module")
+def grid_runs(tmp_path_factory, teacher_run) -> dict[str, Path]:
+    from litseg.training.run import run_training
+
+    root = tmp_path_factory.mktemp("grid")
+    dirs = {}
+    for experiment in GRID:
+        extra = ["logger=wandb"] if experiment == "no_theory" else []
+        cfg = compose_train([f"+experiment={experiment}", "debug=smoke", f"data.runs=[{teacher_run}]",
+                             "stage.sft.max_steps=1", "stage.grpo.max_steps=1", "stage.sft.eval_steps=0", *extra])
+        run_training(cfg, run_dir=root / experiment)
+        dirs[experiment] = root / experiment
+    return dirs
+
+
+@pytest.mark.parametrize("experiment", GRID)
+def test_every_experiment_smoke_runs(grid_runs, experiment):
+    s = summary(grid_runs[experiment])
+    assert s["experiment"] == experiment
+    assert isinstance(s["metric"], float) and "eval/reward" in s["eval"]
+    trained = bool(s["stage_plan"])
+    assert (grid_runs[experiment] / "adapter").is_dir() == trained
+    for kind in s["stage_plan"]:
+        assert s["stages"][kind]["global_step"] == 1
+    if experiment == "litseg_lite":  # GRPO continued from the SFT adapter
+        assert s["stage_plan"] == ["sft", "grpo"]
+        assert json.loads((grid_runs[experiment] / "adapter/litseg_adapter.json").read_text())["stage"] == "grpo"
+
+
+def test_wandb_runs_offline_with_group_and_tags(grid_runs):
+    s = summary(grid_runs["no_theory"])
+    assert "experiment:no_theory" in s["tags"] and any(t.startswith("prompt:no-theory") for t in s["tags"])
+    assert list((grid_runs["no_theory"] / "wandb").glob("offline-run-*"))
+
+
+def test_ablation_notebook_runs_on_the_smoke_outputs(grid_runs, tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.read(REPO / "notebooks" / "ablations.ipynb", as_version=4)
+    os.environ["LITSEG_RUNS"] = str(next(iter(grid_runs.values())).parent)
+    os.environ["LITSEG_NOTEBOOK_OUT"] = str(tmp_path)
+    try:
+        nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
+                                resources={"metadata": {"path": str(REPO)}}).execute()
+    finally:
+        os.environ.pop("LITSEG_RUNS", None)
+        os.environ.pop("LITSEG_NOTEBOOK_OUT", None)
+    table = (tmp_path / "ablation_table.csv").read_text()
+    for experiment in GRID:
+        assert experiment in table
+    assert (tmp_path / "ablation_rewards.png").stat().st_size > 0
+
+
+def test_one_command_runs_a_grid_and_an_optuna_search(teacher_run, tmp_path):
+    common = ["debug=smoke", f"data.runs=[{teacher_run}]"]
+    run_cli(["train.py", "-m", "+experiment=no_finetune,no_theory", *common, f"hydra.sweep.dir={tmp_path / 'grid'}"])
+    jobs = sorted(p.name for p in (tmp_path / "grid").iterdir() if (p / "train_summary.json").is_file())
+    assert jobs == ["0_no_finetune", "1_no_theory"]
+    run_cli(["train.py", "-m", "+experiment=no_finetune", "+sweep=optuna", *common, "hydra.sweeper.n_trials=2",
+             f"hydra.sweep.dir={tmp_path / 'optuna'}"])
+    result = (tmp_path / "optuna" / "optimization_results.yaml").read_text()
+    assert "best_value" in result
+
+
+def test_deepspeed_zero2_single_process_cpu_step(teacher_run, tmp_path):
+    pytest.importorskip("deepspeed")
+    run_dir = tmp_path / "ds"
+    run_cli(["-m", "accelerate.commands.launch", "--config_file", "conf/accelerate/zero2_cpu_smoke.yaml", "train.py",
+             "+experiment=sft", "debug=smoke", f"data.runs=[{teacher_run}]", f"hydra.run.dir={run_dir}",
+             "stage.sft.max_steps=1", "stage.sft.eval_steps=0", "eval.enabled=false"], timeout=900)
+    s = summary(run_dir)
+    assert s["stages"]["sft"]["global_step"] == 1
+    assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
