@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU wheel of torch; on this project's machines pip takes it from local disk. GPU users: see environment.yml.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= llm,embedded,embeddings,eval,llamaindex,dev
+EXTRAS ?= llm,embedded,embeddings,eval,train,wandb,llamaindex,dev
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 export OMP_NUM_THREADS ?= 1

@@ -11,10 +11,11 @@ distinct terms per chunk out of a 50,000-term vocabulary), written exactly as th
 writes them (:class:`litseg.rag.store.QdrantStore`: one collection, a named dense and a named
 sparse vector, book id and position as payload; 1,000 chunks per book).
 
-Reported per size: upsert throughput (chunks per second, wall clock, batches of 256) and the
-p50/p95 latency of single queries (``QdrantStore.search`` with one request) for dense and
-sparse search restricted to one book by the payload filter, as retrieval does, and of dense
-search over the whole collection.
+Reported per size and layout: upsert throughput (chunks per second, wall clock, batches of 256)
+and the p50/p95 latency of single queries (``QdrantStore.search`` with one request) for dense
+and sparse search restricted to one book by the payload filter, as retrieval does, and of dense
+search over the whole collection. Layouts: ``none`` = one collection for all books (the
+default); ``book`` = one collection per book (``retrieval.store.partition=book``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)), "n": len(ms)}
 
 
-def bench_size(n: int, location: str, n_queries: int, seed: int) -> dict[str, Any]:
+def bench_size(n: int, location: str, n_queries: int, seed: int, partition: str = "none") -> dict[str, Any]:
+    """``partition="none"``: one collection, book filter on every query (the default layout);
+    ``"book"``: one collection per book (``retrieval.store.partition=book``), still filtered."""
     rng = np.random.default_rng(seed)
     dense = rng.standard_normal((n, DIM)).astype(np.float32)
     dense /= np.linalg.norm(dense, axis=1, keepdims=True)
@@ -61,33 +64,44 @@ def bench_size(n: int, location: str, n_queries: int, seed: int) -> dict[str, An
     books = [f"book{i // CHUNKS_PER_BOOK:04d}" for i in range(n)]
     payloads = [{"book_id": b, "order": i % CHUNKS_PER_BOOK, "chunk_id": f"{b}:{i}"} for i, b in enumerate(books)]
     store = QdrantStore(location)
-    name = f"bench_{n}"
+    groups: dict[str, list[int]] = {}
+    for i, b in enumerate(books):
+        groups.setdefault(f"bench_{n}_{b}" if partition == "book" else f"bench_{n}", []).append(i)
     try:
-        store.create_collection(name, dense_dim=DIM, sparse=True)
         t0 = time.perf_counter()
-        store.upsert(name, list(range(n)), dense=dense, sparse=sparse, payloads=payloads)
+        for name, rows in groups.items():
+            store.create_collection(name, dense_dim=DIM, sparse=True)
+            store.upsert(name, rows, dense=dense[rows], sparse=[sparse[i] for i in rows],
+                         payloads=[payloads[i] for i in rows])
         upsert_s = time.perf_counter() - t0
-        assert store.count(name) == n
+        assert sum(store.count(name) for name in groups) == n
         queries = rng.standard_normal((n_queries, DIM)).astype(np.float32)
         sparse_q = []
         for _ in range(n_queries):  # eight query terms, weight 1 each (term counts, as BM25 queries are)
             ids = sorted({int(i) for i in rng.integers(0, VOCAB, 8)})
             sparse_q.append(SparseVector(tuple(ids), tuple(1.0 for _ in ids)))
         n_books = len(set(books))
-        timings: dict[str, list[float]] = {"dense_book_filter": [], "sparse_book_filter": [], "dense_no_filter": []}
+        timings: dict[str, list[float]] = {"dense_book_filter": [], "sparse_book_filter": []}
+        if partition == "none":
+            timings["dense_no_filter"] = []
         for i in range(n_queries):
             book = f"book{i % n_books:04d}"
-            for kind, vec, filt in (("dense_book_filter", queries[i], book), ("sparse_book_filter", sparse_q[i], book),
-                                    ("dense_no_filter", queries[i], None)):
+            name = f"bench_{n}_{book}" if partition == "book" else f"bench_{n}"
+            cases = [("dense_book_filter", queries[i], book), ("sparse_book_filter", sparse_q[i], book)]
+            if partition == "none":
+                cases.append(("dense_no_filter", queries[i], None))
+            for kind, vec, filt in cases:
                 t = time.perf_counter()
                 hits = store.search(name, "dense" if kind.startswith("dense") else "sparse", [vec], [filt], [10])
                 timings[kind].append(time.perf_counter() - t)
                 if filt is not None:
                     assert all(books[p] == book for p, _ in hits[0])
-        return {"chunks": n, "books": n_books, "location": location, "upsert_seconds": upsert_s,
-                "chunks_per_second": n / upsert_s, **{k: percentiles(v) for k, v in timings.items()}}
+        return {"chunks": n, "books": n_books, "location": location, "partition": partition,
+                "upsert_seconds": upsert_s, "chunks_per_second": n / upsert_s,
+                **{k: percentiles(v) for k, v in timings.items()}}
     finally:
-        store.delete_collection(name)
+        for name in groups:
+            store.delete_collection(name)
         store.close()
 
 
@@ -97,27 +111,32 @@ def main() -> None:
     ap.add_argument("--location", default=":memory:",
                     help=":memory: (default), 'disk' (a temporary folder), a folder, or a server URL")
     ap.add_argument("--queries", type=int, default=None, help="queries per size (default: 50 at <=10k, else 20)")
+    ap.add_argument("--partition", default="none,book",
+                    help="layouts to measure: none (one collection, book filter), book (one collection per book)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
     rows = []
-    for n in (int(s) for s in args.sizes.split(",")):
-        nq = args.queries or (50 if n <= 10_000 else 20)
-        if args.location == "disk":
-            with tempfile.TemporaryDirectory(prefix="litseg-qdrant-") as tmp:
-                row = bench_size(n, tmp, nq, args.seed)
-                row["location"] = "disk (temporary folder)"
-        else:
-            row = bench_size(n, args.location, nq, args.seed)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    print("\n| chunks | location | upsert (chunks/s) | dense, book filter p50 / p95 (ms) | "
+    for partition in args.partition.split(","):
+        for n in (int(s) for s in args.sizes.split(",")):
+            nq = args.queries or (50 if n <= 10_000 else 20)
+            if args.location == "disk":
+                with tempfile.TemporaryDirectory(prefix="litseg-qdrant-") as tmp:
+                    row = bench_size(n, tmp, nq, args.seed, partition)
+                    row["location"] = "disk (temporary folder)"
+            else:
+                row = bench_size(n, args.location, nq, args.seed, partition)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print("\n| chunks | location | collections | upsert (chunks/s) | dense, book filter p50 / p95 (ms) | "
           "sparse, book filter p50 / p95 (ms) | dense, no filter p50 / p95 (ms) |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        cells = [f"{r[k]['p50_ms']:.1f} / {r[k]['p95_ms']:.1f}"
+        cells = [f"{r[k]['p50_ms']:.1f} / {r[k]['p95_ms']:.1f}" if k in r else "–"
                  for k in ("dense_book_filter", "sparse_book_filter", "dense_no_filter")]
-        print(f"| {r['chunks']:,} | {r['location']} | {r['chunks_per_second']:,.0f} | " + " | ".join(cells) + " |")
+        layout = "one" if r["partition"] == "none" else f"one per book ({r['books']})"
+        print(f"| {r['chunks']:,} | {r['location']} | {layout} | {r['chunks_per_second']:,.0f} | "
+              + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 

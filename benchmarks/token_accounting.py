@@ -74,7 +74,7 @@ class RecordingChatModel(ChatModel):
     def chat_batch(self, requests: list[ChatRequest]) -> list[Completion]:
         answers = self.inner.chat_batch(requests)
         with self._lock:
-            self.calls.extend(zip(requests, answers))
+            self.calls.extend(zip(requests, answers, strict=True))
         return answers
 
     def count_tokens(self, text: str) -> int:
@@ -189,7 +189,8 @@ def table(results: dict[str, Any]) -> str:
     lines = ["| method | " + " | ".join(label for _, label in cols) + " |",
              "| --- | " + " | ".join("---:" for _ in cols) + " |"]
     for method, r in rows.items():
-        lines.append(f"| {method} | " + " | ".join(f"{r[k]:,.1f}" if k == "calls" else f"{r[k]:,.0f}" for k, _ in cols) + " |")
+        cells = (f"{r[k]:,.1f}" if k == "calls" else f"{r[k]:,.0f}" for k, _ in cols)
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
     lite, teacher = rows["litseg_lite"], rows["litseg"]
     lines.append("| litseg / litseg_lite | " + " | ".join(
         f"{teacher[k] / lite[k]:.2f}x" if lite[k] else "-" for k, _ in cols) + " |")

@@ -190,8 +190,11 @@ def window_bounds(request: ChatRequest) -> tuple[int, int]:
 
 
 def random_lumber_answer(request: ChatRequest) -> str:
-    """Deterministic mix of good, lenient, out-of-range and garbage answers."""
+    """Deterministic mix of good, lenient, out-of-range and garbage answers; windows starting at
+    piece 1, 4, 7, ... get garbage every time, so each unit's first window falls back."""
     first, last = window_bounds(request)
+    if first % 3 == 1:
+        return "The text is lovely."
     h = _digest(json.dumps(request.messages))
     pick = first + 1 + h % max(1, last - first)
     return [json.dumps({"shift_at": pick}), f"Answer: ID {pick:04d}", "no idea", json.dumps({"shift_at": last + 5}),
@@ -413,7 +416,8 @@ def test_lumber_batches_units_through_any_chat_model() -> None:
     results = list(chunker.chunk_units(doc, doc.units))
     assert_coverage_and_spans(doc, results)
     assert sum(r.diagnostics["calls"] for r in results) == len(llm.requests)
-    assert any(r.diagnostics["n_fallbacks"] for r in results)
+    assert all(r.diagnostics["n_fallbacks"] >= 1 and r.diagnostics["windows"][0][2] is None for r in results)
+    assert all(r.diagnostics["calls"] >= 3 for r in results)  # the first window was asked three times
 
 
 def test_lumber_builds_from_the_composed_config_with_the_response_cache(tmp_path: Path) -> None:
@@ -606,6 +610,9 @@ def test_each_llm_baseline_on_the_embedded_model(method: str) -> None:
 
 
 def test_registry_names_and_builder_errors() -> None:
+    from litseg.chunkers import available
+
+    assert {"perplexity", "margin_sampling", "lumberchunker"} <= set(available())
     with pytest.raises(TypeError):
         build_chunker("lumberchunker")  # needs llm and template
     with pytest.raises(ValueError, match="granularity"):

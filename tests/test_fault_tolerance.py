@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from omegaconf import DictConfig
 
 from litseg.pipeline.entry import run_annotate
@@ -113,7 +112,8 @@ def test_teacher_run_survives_every_kind_of_server_fault(tmp_path: Path) -> None
     assert all(not a["valid"] and {"empty", "segment_malformed"} <= set(a["issue_codes"]) for a in whole["attempts"])
     unread = units[("book-03", "0002")]
     assert unread["stages_unavailable"] == ["stage1"] and unread["stages"]["stage1"]["tries"] == 2
-    assert all(a["issues"][0]["code"] in ("parse_error", "schema_error") for a in unread["stages"]["stage1"]["attempts"])
+    codes = [a["issues"][0]["code"] for a in unread["stages"]["stage1"]["attempts"]]
+    assert set(codes) <= {"parse_error", "schema_error"}
     cut = units[("book-01", "0001")]
     assert cut["attempts"][0]["finish_reason"] == "length" and not cut["attempts"][0]["valid"]
     assert cut["tries"] == 2 and cut["attempts"][1]["valid"] and cut["fallback"] == "none"
@@ -150,7 +150,7 @@ def _ledger_keys(run: Path) -> list[str]:
 
 def test_kill_9_halfway_then_restart_finishes_with_exactly_the_uninterrupted_units(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "corpus", books=5, chapters=2, sentences=8)
-    with FakeOpenAIServer(responder, latency_s=0.25) as srv:
+    with FakeOpenAIServer(responder, latency_s=0.2) as srv:
         overrides = [f"input={corpus}", "method.workers=2"]
         reference = run_annotate(compose_openai(srv.base_url, *overrides), tmp_path / "reference")
         assert reference["units"] == 10
@@ -188,4 +188,5 @@ def test_kill_9_halfway_then_restart_finishes_with_exactly_the_uninterrupted_uni
     assert len(chunk_ids) == len(set(chunk_ids)) == reference["chunks"]
     # The exported datasets are identical, row for row.
     for table in ("chunks", "sentences"):
-        assert list(iter_export_rows(run / "dataset", table)) == list(iter_export_rows(tmp_path / "reference" / "dataset", table))
+        expected = list(iter_export_rows(tmp_path / "reference" / "dataset", table))
+        assert list(iter_export_rows(run / "dataset", table)) == expected

@@ -168,13 +168,31 @@ def test_qdrant_store_filters_by_book_and_holds_both_vectors(tmp_path: Path) -> 
         QdrantStore.from_config({"location": ":memory:", "colection": "x"})
 
 
-def make_index(texts_by_book: dict[str, list[str]], store: QdrantStore) -> ChunkIndex:
+def make_index(texts_by_book: dict[str, list[str]], store: QdrantStore, partition: str = "none",
+               name: str = "test") -> ChunkIndex:
     passages = []
     for book, texts in texts_by_book.items():
         for order, t in enumerate(texts):
             passages.append(IndexedChunk(len(passages), book, order, t, chunk_id=f"{book}:{order}"))
-    index = ChunkIndex(store, "test", DenseEncoder(HashingEmbedder(64)), BM25Encoder(stemmer=None))
+    index = ChunkIndex(store, name, DenseEncoder(HashingEmbedder(64)), BM25Encoder(stemmer=None), partition=partition)
     return index.build(passages)
+
+
+def test_one_collection_per_book_ranks_exactly_like_one_shared_collection() -> None:
+    books = {b: [section_text(TOPICS[(i + j) % len(TOPICS)], j) for j in range(4)] for i, b in enumerate("xyz")}
+    queries = [f"where did the {t[0]} hide the {t[1]}" for t in TOPICS]
+    with QdrantStore() as store:
+        shared = make_index(books, store, "none", "shared")
+        split = make_index(books, store, "book", "split")
+        assert len(split._collections) == 3 and len(shared._collections) == 1
+        for b in books:
+            got_a = HybridRetriever(shared).retrieve(queries, [b] * len(queries))
+            got_b = HybridRetriever(split).retrieve(queries, [b] * len(queries))
+            assert [[(c.position, c.score) for c in r] for r in got_a] == [[(c.position, c.score) for c in r] for r in got_b]
+        split.drop()
+        assert not any(store.client.collection_exists(n) for n in (split.collection_of(b) for b in books))
+        with pytest.raises(ValueError, match="within one book"):
+            split.collection_of(None)
 
 
 def test_hybrid_retrieval_stays_in_the_book_and_breaks_ties_by_book_order() -> None:

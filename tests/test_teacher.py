@@ -19,7 +19,7 @@ from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.types import Document
 from litseg.segmentation.validation import is_valid
 from tests.conftest import REPO
-from tests.teacher_fakes import stage_of, teacher_answer, unit_size, write_book
+from tests.teacher_fakes import stage_of, teacher_answer, write_book
 
 PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg.yaml"), resolve=True)
 FEEDBACK = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "feedback" / "default.yaml"), resolve=True)
@@ -69,14 +69,16 @@ def test_three_stages_share_the_cacheable_prefix_and_pass_answers_on(book: Docum
     seg = model.requests[2].json_schema["properties"]["segments"]
     assert seg["items"]["properties"]["to_idx"]["maximum"] == book.units[0].n_sentences
     assert [r.max_tokens for r in model.requests] == [384, 384, 1024]
-    assert res.error is None and [(c.from_idx, c.to_idx) for c in res.chunks] == [(1, 5), (6, book.units[0].n_sentences)]
+    spans = [(c.from_idx, c.to_idx) for c in res.chunks]
+    assert res.error is None and spans == [(1, 5), (6, book.units[0].n_sentences)]
 
 
 def test_render_stage_messages_is_the_public_renderer(book: Document) -> None:
     texts = [book.text[s.start:s.end] for s in book.units[0].sentences]
     msgs = render_stage_messages(PROMPT, "stage3", texts, step1_json='{"a": 1}', step2_json='{"b": 2}')
     assert msgs[0] == {"role": "system", "content": PROMPT["system"]}
-    assert '{"a": 1}' in msgs[1]["content"] and f'"to_idx": "integer: last sentence of the block ({len(texts)}' in msgs[1]["content"]
+    assert '{"a": 1}' in msgs[1]["content"]
+    assert f'"to_idx": "integer: last sentence of the block ({len(texts)}' in msgs[1]["content"]
     with pytest.raises(ValueError, match="no stage 'stage4'"):
         render_stage_messages(PROMPT, "stage4", texts)
 

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from litseg.training.config import ConfigError, TrainConfig, from_dict, train_config_from
+from litseg.training.config import (
+    ConfigError,
+    TrainConfig,
+    from_dict,
+    train_config_from,
+)
 from tests.training_helpers import CONF, EXPERIMENTS, compose_train
 
 SMOKE = ["debug=smoke"]
@@ -128,9 +133,16 @@ def test_sweeps_compose():
         params = grid.hydra.sweeper.params
         assert set(str(params["+experiment"]).split(",")) >= {"litseg_lite", "no_grpo", "no_finetune", "no_theory"}
         assert grid.logger.group == "ablations"
-        optuna = compose("train", overrides=["+experiment=grpo", "+sweep=optuna"], return_hydra_config=True)
-        assert "optuna" in optuna.hydra.sweeper._target_.lower()
-        assert optuna.hydra.sweeper.direction == "maximize"
-        assert "stage.grpo.learning_rate" in optuna.hydra.sweeper.params
         lr = compose("train", overrides=["+experiment=grpo", "+sweep=grpo_grid"], return_hydra_config=True)
         assert "stage.grpo.learning_rate" in lr.hydra.sweeper.params
+
+
+def test_optuna_sweep_composes():
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        optuna = compose("train", overrides=["+experiment=grpo", "+sweep=optuna"], return_hydra_config=True)
+    assert "optuna" in optuna.hydra.sweeper._target_.lower()
+    assert optuna.hydra.sweeper.direction == "maximize"
+    assert "stage.grpo.learning_rate" in optuna.hydra.sweeper.params

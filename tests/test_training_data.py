@@ -124,6 +124,7 @@ def test_split_is_by_book_and_deterministic():
 
 
 def test_build_datasets_from_a_real_annotate_run(synthetic_run, tokenizer):
+    pytest.importorskip("datasets")
     prompt = load_prompt("litseg_lite")
     ds, report = build_datasets(DataConfig(runs=[str(synthetic_run)], val_fraction=0.3), prompt, tokenizer)
     train_books = set(ds["train"]["book_id"])
@@ -141,11 +142,12 @@ def test_build_datasets_from_a_real_annotate_run(synthetic_run, tokenizer):
 
 
 def test_overlong_examples_are_dropped_with_their_reason(synthetic_run, tokenizer):
+    pytest.importorskip("datasets")
     prompt = load_prompt("litseg_lite")
     _, full = build_datasets(DataConfig(runs=[str(synthetic_run)]), prompt, tokenizer)
     median_completion = int(full.completion_tokens["median"])
     cfg = DataConfig(runs=[str(synthetic_run)], max_completion_tokens=median_completion)
-    ds, report = build_datasets(cfg, prompt, tokenizer)
+    _, report = build_datasets(cfg, prompt, tokenizer)
     assert report.dropped["completion_too_long"] > 0
     assert report.kept + report.dropped["completion_too_long"] == full.kept
     with pytest.raises(ValueError, match="prompt_too_long"):
@@ -153,6 +155,7 @@ def test_overlong_examples_are_dropped_with_their_reason(synthetic_run, tokenize
 
 
 def test_missing_run_directory_is_a_clear_error(tmp_path, tokenizer):
+    pytest.importorskip("datasets")
     with pytest.raises(FileNotFoundError, match="not an annotate run directory"):
         build_datasets(DataConfig(runs=[str(tmp_path)]), load_prompt("litseg_lite"), tokenizer)
     with pytest.raises(ValueError, match="data.runs"):

@@ -19,8 +19,8 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from litseg.pipeline.store import read_jsonl  # noqa: E402
-from tests.training_helpers import EXPERIMENTS, REPO, compose_train  # noqa: E402
+from litseg.pipeline.store import read_jsonl
+from tests.training_helpers import EXPERIMENTS, REPO, compose_train
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ PROBE = "+rewards.probe={function:'tests.training_helpers:distinct_characters',w
 
 
 def run_cli(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, *args], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([sys.executable, *args], check=False, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc
 
@@ -141,10 +141,19 @@ def test_adapter_runs_in_annotate_and_merges(sft_run, tmp_path):
     request = ChatRequest(messages=[{"role": "user", "content": "Cut this chapter."}], max_tokens=8)
     with_adapter = TransformersChatModel(str(base), adapter=str(adapter), merge_adapter=False,
                                          constrained_decoding="none").chat(request)
-    from_merged = TransformersChatModel(str(merged), constrained_decoding="none").chat(request)
-    plain = TransformersChatModel(str(base), constrained_decoding="none").chat(request)
-    assert with_adapter.text == from_merged.text
-    assert with_adapter.text != plain.text  # the adapter changes what the model says
+    assert with_adapter.text == TransformersChatModel(str(merged), constrained_decoding="none").chat(request).text
+
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    ids = torch.tensor([[17, 42, 99, 1000, 7]])
+    with torch.no_grad():
+        plain = AutoModelForCausalLM.from_pretrained(base)(ids).logits
+        peft = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), str(adapter))(ids).logits
+        folded = AutoModelForCausalLM.from_pretrained(merged)(ids).logits
+    assert torch.allclose(peft, folded, atol=1e-4)  # merging keeps the adapter's function
+    assert not torch.allclose(peft, plain, atol=1e-4)  # and the adapter changes the model
 
 
 # Every other experiment (sft and grpo ran above), one step each, plus W&B offline on one of them.
@@ -209,6 +218,7 @@ def test_one_command_runs_a_grid_and_an_optuna_search(teacher_run, tmp_path):
     run_cli(["train.py", "-m", "+experiment=no_finetune,no_theory", *common, f"hydra.sweep.dir={tmp_path / 'grid'}"])
     jobs = sorted(p.name for p in (tmp_path / "grid").iterdir() if (p / "train_summary.json").is_file())
     assert jobs == ["0_no_finetune", "1_no_theory"]
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     run_cli(["train.py", "-m", "+experiment=no_finetune", "+sweep=optuna", *common, "hydra.sweeper.n_trials=2",
              f"hydra.sweep.dir={tmp_path / 'optuna'}"])
     result = (tmp_path / "optuna" / "optimization_results.yaml").read_text()

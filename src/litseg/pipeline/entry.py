@@ -59,7 +59,7 @@ def build_chunker_for_run(cfg: DictConfig) -> tuple[Chunker, dict[str, Any] | No
     if reference is not None:
         if not hasattr(chunker, "length_reference"):
             log.warning("method=%s takes no length reference; length_reference is ignored", chunker.name)
-        elif getattr(chunker, "length_reference") is None:
+        elif chunker.length_reference is None:  # type: ignore[attr-defined]
             # Factories that take their settings as **params do not receive config groups by name.
             chunker.length_reference = reference  # type: ignore[attr-defined]
     return chunker, reference

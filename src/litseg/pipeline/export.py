@@ -348,6 +348,8 @@ def _dataset_card(manifest: dict[str, Any], tables: Sequence[str], parquet: bool
                                 for t in tables]
     except ImportError:  # without datasets the card still names the files; types are inferred
         pass
+    except Exception as exc:  # noqa: BLE001 - the card's YAML helper is not public API in every version
+        log.warning("dataset card without feature types (%s: %s)", type(exc).__name__, exc)
     counts = manifest["counts"]
     body = (f"# LitSeg annotations ({manifest.get('method')})\n\n"
             f"{counts['books']} books, {counts['units']} units, {counts['chunks']} chunks; written by "

@@ -117,14 +117,16 @@ def compute_length_reference(run_dirs: Sequence[str | Path], *, unit: str = "sen
     """Quantiles of the segment lengths in ``run_dirs`` plus where they come from."""
     runs = [Path(r) for r in run_dirs]
     summaries = [_read_json(r / "run_summary.json") for r in runs]
-    had_reference = [str(r) for r, s in zip(runs, summaries) if (s.get("fingerprint") or {}).get("length_reference")]
+    had_reference = [str(r) for r, s in zip(runs, summaries, strict=True)
+                     if (s.get("fingerprint") or {}).get("length_reference")]
     if had_reference and not force:
         raise LengthReferenceError(
             f"{', '.join(had_reference)} already ran with a length reference; calibrate on a run without "
             "one (or pass --force)")
     lengths, n_units = segment_lengths(runs, unit=unit, include_fallbacks=include_fallbacks)
     if len(lengths) < max(2, min_segments):
-        raise LengthReferenceError(f"only {len(lengths)} segment(s) from {n_units} unit(s) in {', '.join(map(str, runs))}; "
+        where = ", ".join(map(str, runs))
+        raise LengthReferenceError(f"only {len(lengths)} segment(s) from {n_units} unit(s) in {where}; "
                                    f"need at least {max(2, min_segments)} (see --min-segments)")
     p25, p50, p75 = statistics.quantiles(lengths, n=4, method="inclusive")
     first = summaries[0] if summaries else {}

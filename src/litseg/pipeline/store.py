@@ -96,6 +96,7 @@ class RunStore:
             self._acquire_lock()
         for name in ALL_FILES:
             self._cut_torn_tail(self.dir / name)
+        (self.dir / LEDGER).touch()  # a run with nothing to do is still a run directory
         legacy = False
         for row in iter_jsonl(self.dir / LEDGER):
             if "key" not in row:

@@ -334,18 +334,37 @@ class Hit:
 
 
 class ChunkIndex:
-    """Dense + BM25 vectors of a chunk set in one store collection, searched per book."""
+    """Dense + BM25 vectors of a chunk set in a store, searched per book.
 
-    def __init__(self, store: Any, collection: str, dense: DenseEncoder | None, bm25: BM25Encoder | None) -> None:
+    ``partition="none"`` (default) keeps every chunk in one collection and restricts each search
+    to the question's book with a payload filter. ``partition="book"`` gives each book its own
+    collection (``<collection>__<hash of book id>``), still filtered by book id: the results are
+    the same, but Qdrant's embedded mode, which checks filters point by point in Python, then
+    only scans one book per query (see docs/evaluation.md for the figures).
+    """
+
+    def __init__(self, store: Any, collection: str, dense: DenseEncoder | None, bm25: BM25Encoder | None, *,
+                 partition: str = "none") -> None:
         if dense is None and bm25 is None:
             raise ValueError("an index needs a dense encoder, a BM25 encoder, or both")
+        if partition not in ("none", "book"):
+            raise ValueError(f"index partition must be 'none' or 'book', got {partition!r}")
         self.store = store
         self.collection = collection
+        self.partition = partition
         self.dense = dense
         self.bm25 = bm25
         self.passages: list[IndexedChunk] = []
         self.book_sizes: Counter[str] = Counter()
         self.seconds: dict[str, float] = {}
+        self._collections: list[str] = []
+
+    def collection_of(self, book_id: str | None) -> str:
+        if self.partition == "none":
+            return self.collection
+        if book_id is None:
+            raise ValueError("a book-partitioned index can only be searched within one book")
+        return f"{self.collection}__{hashlib.sha1(book_id.encode('utf-8')).hexdigest()[:16]}"
 
     def build(self, passages: Sequence[IndexedChunk], progress: bool = False) -> "ChunkIndex":
         import time
@@ -361,12 +380,18 @@ class ChunkIndex:
         t1 = time.perf_counter()
         sparse = self.bm25.fit(texts, [p.book_id for p in self.passages]) if self.bm25 else None
         t2 = time.perf_counter()
-        self.store.create_collection(self.collection, dense_dim=self.dense.dimension if self.dense else None,
-                                     sparse=self.bm25 is not None)
-        payloads = [{"book_id": p.book_id, "order": p.order, "chunk_id": p.chunk_id, **p.payload}
-                    for p in self.passages]
-        self.store.upsert(self.collection, list(range(len(self.passages))), dense=vectors, sparse=sparse,
-                          payloads=payloads, progress=progress)
+        groups: dict[str, list[int]] = {}
+        for p in self.passages:
+            groups.setdefault(self.collection_of(p.book_id), []).append(p.position)
+        for name, rows in groups.items():
+            self.store.create_collection(name, dense_dim=self.dense.dimension if self.dense else None,
+                                         sparse=self.bm25 is not None)
+            self._collections.append(name)
+            payloads = [{"book_id": self.passages[i].book_id, "order": self.passages[i].order,
+                         "chunk_id": self.passages[i].chunk_id, **self.passages[i].payload} for i in rows]
+            self.store.upsert(name, rows, dense=vectors[rows] if vectors is not None else None,
+                              sparse=[sparse[i] for i in rows] if sparse is not None else None,
+                              payloads=payloads, progress=progress and len(groups) == 1)
         t3 = time.perf_counter()
         self.seconds = {"embed": t1 - t0, "bm25": t2 - t1, "upsert": t3 - t2}
         return self
@@ -394,14 +419,19 @@ class ChunkIndex:
         if len(vectors) != len(book_ids):
             raise ValueError(f"{len(vectors)} queries but {len(book_ids)} book ids")
         limits = [self._limit(b, limit) for b in book_ids]
-        todo = [i for i, (v, n) in enumerate(zip(vectors, limits))
-                if n > 0 and not (kind == "sparse" and len(v) == 0)]
-        found = self.store.search(self.collection, kind, [vectors[i] for i in todo], [book_ids[i] for i in todo],
-                                  [limits[i] for i in todo])
+        todo: dict[str, list[int]] = {}
+        for i, (v, n) in enumerate(zip(vectors, limits)):
+            if n > 0 and not (kind == "sparse" and len(v) == 0):
+                todo.setdefault(self.collection_of(book_ids[i]), []).append(i)
         out: list[list[Hit]] = [[] for _ in vectors]
-        for i, hits in zip(todo, found):
-            out[i] = [Hit(int(pid), float(score)) for pid, score in hits]
+        for name, idx in todo.items():
+            found = self.store.search(name, kind, [vectors[i] for i in idx], [book_ids[i] for i in idx],
+                                      [limits[i] for i in idx])
+            for i, hits in zip(idx, found):
+                out[i] = [Hit(int(pid), float(score)) for pid, score in hits]
         return out
 
     def drop(self) -> None:
-        self.store.delete_collection(self.collection)
+        for name in self._collections:
+            self.store.delete_collection(name)
+        self._collections = []

@@ -438,6 +438,7 @@ class Components:
     generator: Any = None  # AnswerGenerator | None
     judge: Any = None  # RagJudge | None
     collection_prefix: str = "litseg"
+    partition: str = "none"  # none: one collection per chunk set | book: one per book
 
 
 @dataclass(slots=True)
@@ -533,7 +534,7 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
     t0 = time.perf_counter()
     bm25: BM25Encoder | None = build_bm25_encoder(comp.bm25_cfg) if comp.bm25_cfg is not None else None
     name = collection or collection_name(comp.collection_prefix, bench.name, cs.label)
-    index = ChunkIndex(comp.store, name, dense, bm25)
+    index = ChunkIndex(comp.store, name, dense, bm25, partition=comp.partition)
     index.build(passages, progress=settings.progress)
     timings["index"] = time.perf_counter() - t0
     timings.update({f"index_{k}": v for k, v in index.seconds.items()})
@@ -909,6 +910,7 @@ def build_components(c: Mapping[str, Any], suite: Mapping[str, Any]) -> Componen
     bm25_cfg = dict(r.get("bm25") or {}) if settings.mode in ("hybrid", "sparse") else None
     store_cfg = dict(r.get("store") or {})
     prefix = str(store_cfg.get("collection_prefix") or "litseg")
+    partition = str(store_cfg.get("partition") or "none")
     store = QdrantStore.from_config(store_cfg)
     judge_cfg = c.get("judge") or {}
     gen_cfg = c.get("generation") or {}
@@ -936,7 +938,7 @@ def build_components(c: Mapping[str, Any], suite: Mapping[str, Any]) -> Componen
                          batch_size=int(judge_cfg.get("batch_size", 16)),
                          constrained=bool(judge_cfg.get("constrained", True)))
     return Components(dense=dense, bm25_cfg=bm25_cfg, store=store, retrieval=settings, reranker=reranker,
-                      generator=generator, judge=judge, collection_prefix=prefix)
+                      generator=generator, judge=judge, collection_prefix=prefix, partition=partition)
 
 
 def component_identity(comp: Components) -> dict[str, Any]:
@@ -947,6 +949,7 @@ def component_identity(comp: Components) -> dict[str, Any]:
     from dataclasses import asdict, is_dataclass
 
     return {"dense": ident(comp.dense), "bm25": comp.bm25_cfg, "store": getattr(comp.store, "location", None),
+            "partition": comp.partition,
             "retrieval": asdict(comp.retrieval) if is_dataclass(comp.retrieval) else str(comp.retrieval),
             "reranker": ident(comp.reranker), "generator": ident(getattr(comp.generator, "llm", None)),
             "judge": ident(getattr(comp.judge, "llm", None))}

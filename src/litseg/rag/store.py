@@ -71,7 +71,7 @@ class QdrantStore:
         """From the ``retrieval.store`` config (``location``, ``api_key_env``, ``prefer_grpc``,
         ``timeout_s``, ``upsert_batch``, ``search_batch``, ``on_disk``)."""
         known = {"location", "api_key_env", "prefer_grpc", "timeout_s", "upsert_batch", "search_batch", "on_disk",
-                 "backend", "collection_prefix"}
+                 "backend", "collection_prefix", "partition"}
         unknown = sorted(set(cfg) - known)
         if unknown:
             raise ValueError(f"retrieval.store: unknown key(s) {unknown}; known: {sorted(known)}")

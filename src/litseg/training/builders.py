@@ -15,7 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.training.config import GRPOSettings, ModelConfig, PeftConfig, SFTSettings, TrainConfig
+from litseg.training.config import (
+    GRPOSettings,
+    ModelConfig,
+    PeftConfig,
+    SFTSettings,
+    TrainConfig,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +52,10 @@ def torch_dtype(name: str) -> Any:
         if device_kind() == "cuda" and torch.cuda.is_bf16_supported():
             return torch.bfloat16
         return torch.float32
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
+    known = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in known:
         raise ValueError(f"model.dtype: unknown dtype {name!r} (auto | float32 | bfloat16 | float16)")
-    return dtype
+    return known[name]
 
 
 def resolve_model_path(model: ModelConfig) -> str:
@@ -226,7 +232,7 @@ def completion_length(settings: GRPOSettings, longest_reference: int | None) -> 
 def use_vllm(settings: GRPOSettings) -> bool:
     if settings.use_vllm == "auto":
         return importlib.util.find_spec("vllm") is not None and device_kind() == "cuda"
-    if not isinstance(settings.use_vllm, bool):
+    if settings.use_vllm not in (True, False):
         raise ValueError(f"stage.grpo.use_vllm must be true, false or 'auto', got {settings.use_vllm!r}")
     if settings.use_vllm and importlib.util.find_spec("vllm") is None:
         raise ValueError("stage.grpo.use_vllm=true but vllm is not installed (pip install 'litseg[vllm]')")

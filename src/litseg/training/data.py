@@ -19,7 +19,6 @@ import hashlib
 import json
 import logging
 import statistics
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

@@ -126,7 +126,11 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Train (or just evaluate) as ``cfg`` says; returns the summary (also written to the run dir)."""
     from transformers import set_seed
 
-    from litseg.training.adapters import inference_llm_config, merge_adapter, save_adapter
+    from litseg.training.adapters import (
+        inference_llm_config,
+        merge_adapter,
+        save_adapter,
+    )
     from litseg.training.builders import (
         build_grpo_trainer,
         build_sft_trainer,
