@@ -111,7 +111,7 @@ def test_annotate_exits_1_when_something_failed(tmp_path: Path) -> None:
 
 def test_export_is_sharded_loadable_and_described_by_its_manifest(corpus: Path, tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
-    cfg = compose_cfg(f"input={corpus}", "+export.shard_rows=5", "+export.parquet=true")
+    cfg = compose_cfg(f"input={corpus}", "export.shard_rows=5", "export.parquet=true")
     summary = run_annotate(cfg, tmp_path / "run")
     out = tmp_path / "run" / "dataset"
     manifest = json.loads((out / "manifest.json").read_text())
@@ -147,7 +147,7 @@ def test_export_is_sharded_loadable_and_described_by_its_manifest(corpus: Path, 
 def test_export_merges_run_directories_of_a_sharded_corpus(corpus: Path, tmp_path: Path) -> None:
     runs = []
     for i in range(2):
-        summary = run_annotate(compose_cfg(f"input={corpus}", f"+shard={i}/2"), tmp_path / f"shard{i}")
+        summary = run_annotate(compose_cfg(f"input={corpus}", f"shard={i}/2"), tmp_path / f"shard{i}")
         runs.append((tmp_path / f"shard{i}", summary))
     books = [{d["book_id"] for d in read_jsonl(run / "documents.jsonl")} for run, _ in runs]
     assert not books[0] & books[1] and books[0] | books[1] == {"book-01", "book-02", "book-03"}
@@ -228,7 +228,7 @@ def test_litseg_lite_path_still_works(corpus: Path, tmp_path: Path) -> None:
 
 
 def test_a_batch_that_breaks_is_finished_unit_by_unit(corpus: Path, tmp_path: Path) -> None:
-    """LitSeg-Lite's batch re-raises a unit's exception; the run finishes the rest one by one."""
+    """A request that breaks its batch fails only its own unit; the other units finish."""
     cfg = compose_cfg(f"input={corpus}", "method=litseg_lite", llm={**FAKE_LLM, "raise_on": "In chapter 1 of Book 3"})
     summary = run_annotate(cfg, tmp_path / "run")
     assert (summary["units"], summary["units_failed"]) == (5, 1)
@@ -284,7 +284,7 @@ def test_export_types_hold_when_the_first_shard_has_only_empty_lists(corpus: Pat
     """JSON type inference would read an all-empty list column as null and then refuse the
     next shard; the declared features keep every shard loadable."""
     datasets = pytest.importorskip("datasets")
-    run_annotate(compose_cfg(f"input={corpus}", "+export.shard_rows=1"), tmp_path / "run")
+    run_annotate(compose_cfg(f"input={corpus}", "export.shard_rows=1"), tmp_path / "run")
     out = tmp_path / "run" / "dataset"
     first = next(iter_export_rows(out))
     assert first["context_ids"] == [] and first["context_spans"] == [] and first["metadata"] == "{}"

@@ -28,7 +28,8 @@ def test_chunkers_compose_as_a_list_of_method_names_or_a_named_set() -> None:
     cfg = composed("chunkers=[recursive,semantic,litseg_lite]")
     assert list(cfg.chunkers) == ["recursive", "semantic", "litseg_lite"]
     # the parameters are those of conf/method/<name>.yaml, shared with annotate.py
-    assert OmegaConf.to_container(cfg.chunkers.recursive) == OmegaConf.to_container(OmegaConf.load(CONF / "method" / "recursive.yaml"))
+    method_file = OmegaConf.load(CONF / "method" / "recursive.yaml")
+    assert OmegaConf.to_container(cfg.chunkers.recursive) == OmegaConf.to_container(method_file)
     assert list(composed("chunkers=baselines").chunkers) == ["token", "recursive", "semantic"]
     assert list(composed().chunkers) == ["token", "recursive", "semantic"]
     cfg = composed("chunkers=[recursive]", "chunkers.recursive.chunk_size=500", "+chunkers.mine={chunks: run_dir}")
@@ -50,7 +51,7 @@ def test_every_method_can_be_evaluated_by_name() -> None:
 @pytest.mark.parametrize("suite", sorted(p.stem for p in (CONF / "suite").glob("*.yaml")))
 def test_suites_compose_and_name_a_loader(suite: str) -> None:
     from litseg.rag.datasets import LOADERS
-    from litseg.rag.pipeline import retrieval_metric_names, EvalSettings
+    from litseg.rag.pipeline import EvalSettings, retrieval_metric_names
 
     cfg = composed(f"suite={suite}")
     assert cfg.suite.name == suite and cfg.suite.loader in LOADERS

@@ -116,7 +116,7 @@ def test_command_writes_a_config_that_later_runs_put_into_their_prompts(tmp_path
     assert out.read_text().startswith("# Soft length reference")
 
     # 2. A later run selects it as a config group: the teacher's stage 3 and the Lite prompt carry it.
-    teacher_cfg = cfg("method=litseg", "+length_reference=calib")
+    teacher_cfg = cfg("method=litseg", "length_reference=calib")
     chunker, reference = build_chunker_for_run(teacher_cfg)
     assert reference is not None and chunker.length_reference == reference
     expected = HINTS["sentences"].format(**reference)
@@ -129,7 +129,7 @@ def test_command_writes_a_config_that_later_runs_put_into_their_prompts(tmp_path
     stage3 = chunker.stage_messages(doc, doc.units[0], "stage3")[1]["content"]
     assert expected in stage3 and expected not in chunker.stage_messages(doc, doc.units[0], "stage1")[1]["content"]
 
-    lite, lite_ref = build_chunker_for_run(cfg("method=litseg_lite", "+length_reference=calib"))
+    lite, lite_ref = build_chunker_for_run(cfg("method=litseg_lite", "length_reference=calib"))
     assert lite.length_reference == lite_ref
     assert expected in lite.messages(doc, doc.units[0])[1]["content"]
     plain, none_ref = build_chunker_for_run(cfg("method=litseg_lite"))

@@ -65,12 +65,14 @@ def synthetic_benchmark() -> Benchmark:
                                    section_labels=[str(i + 1) for i in range(3)]))
         for k, (s, e) in enumerate(spans):
             animal, thing, place, name = TOPICS[(b * 3 + k) % len(TOPICS)]
-            questions.append(Question(qid=f"{bid}-q{k}", book_id=bid, question=f"Where did the {animal} hide the {thing}?",
-                                      answers=[f"beyond the {place}"], evidence=[Evidence("span", s, e, label=str(k + 1))]))
+            questions.append(Question(qid=f"{bid}-q{k}", book_id=bid,
+                                      question=f"Where did the {animal} hide the {thing}?",
+                                      answers=[f"beyond the {place}"],
+                                      evidence=[Evidence("span", s, e, label=str(k + 1))]))
         # one question with an evidence string instead of a span (GutenQA style)
         animal, thing, place, name = TOPICS[(b * 3) % len(TOPICS)]
-        questions.append(Question(qid=f"{bid}-qs", book_id=bid, question=f"Who followed the {animal}?",
-                                  answers=[name], evidence=[Evidence("string", text=f"so {name} followed the {animal}")]))
+        questions.append(Question(qid=f"{bid}-qs", book_id=bid, question=f"Who followed the {animal}?", answers=[name],
+                                  evidence=[Evidence("string", text=f"so {name} followed the {animal}")]))
     return Benchmark(name="synthetic", books=books, questions=questions)
 
 
@@ -188,7 +190,10 @@ def test_one_collection_per_book_ranks_exactly_like_one_shared_collection() -> N
         for b in books:
             got_a = HybridRetriever(shared).retrieve(queries, [b] * len(queries))
             got_b = HybridRetriever(split).retrieve(queries, [b] * len(queries))
-            assert [[(c.position, c.score) for c in r] for r in got_a] == [[(c.position, c.score) for c in r] for r in got_b]
+            def pairs(got: list[list[Retrieved]]) -> list[list[tuple[int, float]]]:
+                return [[(c.position, c.score) for c in r] for r in got]
+
+            assert pairs(got_a) == pairs(got_b)
         split.drop()
         assert not any(store.client.collection_exists(n) for n in (split.collection_of(b) for b in books))
         with pytest.raises(ValueError, match="within one book"):
@@ -359,8 +364,10 @@ def test_saved_chunks_and_annotate_runs_evaluate_like_fresh_chunking(tmp_path: P
     # book ids in the run come from file names; the evaluation maps them by text hash
     rows = [json.loads(x) for x in (run_dir / "chunks.jsonl").read_text().splitlines()]
     plain = tmp_path / "plain.jsonl"
-    plain.write_text("".join(json.dumps({"book_id": r["book_id"], "start": r["start"], "end": r["end"]}) + "\n"
-                             for r in rows))
+    # bare spans; every other record names a context sentence (reported, not used for retrieval here)
+    plain.write_text("".join(json.dumps({"book_id": r["book_id"], "start": r["start"], "end": r["end"],
+                                         "context_ids": [1] if i % 2 else []}) + "\n"
+                             for i, r in enumerate(rows)))
     specs = resolve_chunkers({"recursive": CHUNKERS["recursive"], "annotated": {"chunks": str(run_dir)}},
                              [str(plain)])
     assert [(s.label, s.kind) for s in specs] == [("recursive", "method"), ("annotated", "file"), ("plain", "file")]
@@ -372,6 +379,8 @@ def test_saved_chunks_and_annotate_runs_evaluate_like_fresh_chunking(tmp_path: P
     assert [[q[k] for k in keys] for q in annotated] == [[q[k] for k in keys] for q in fresh]
     assert [[q[k] for k in keys] for q in plain_res] == [[q[k] for k in keys] for q in fresh]
     assert res.results[1].summary["chunks"]["n_chunks"] == res.results[0].summary["chunks"]["n_chunks"]
+    assert res.results[2].summary["chunks"]["share_with_context"] == pytest.approx((len(rows) // 2) / len(rows))
+    assert "chunks with context sentences" in (tmp_path / "out" / "results.md").read_text()
 
 
 def test_chunk_files_that_do_not_fit_the_book_text_are_refused(tmp_path: Path) -> None:
@@ -465,7 +474,8 @@ def test_resolve_chunkers_forms_and_errors(tmp_path: Path) -> None:
     from litseg.rag.pipeline import resolve_chunkers
 
     specs = resolve_chunkers(["token", "recursive", "benchmark_sections"])
-    assert [(s.label, s.kind) for s in specs] == [("token", "method"), ("recursive", "method"), ("sections", "sections")]
+    assert [(s.label, s.kind) for s in specs] == [("token", "method"), ("recursive", "method"),
+                                                  ("sections", "sections")]
     assert specs[1].method["chunk_size"] == 1000  # read from conf/method/recursive.yaml
     specs = resolve_chunkers({"small": {"name": "recursive", "chunk_size": 300}, "gone": None})
     assert [(s.label, s.method["chunk_size"]) for s in specs] == [("small", 300)]
@@ -525,3 +535,18 @@ def test_generation_and_judge_with_the_embedded_model(tmp_path: Path) -> None:
         s = gen[metric]
         assert s["n"] == 2 and s["failures"] + s["n_scored"] == 2
         assert s["mean"] is None or 0.0 <= s["mean"] <= 1.0
+
+
+def test_context_sentences_are_read_text_for_the_size_fair_measure() -> None:
+    from litseg.rag.evidence import evidence_recovered_chars
+    from litseg.rag.pipeline import EvalSettings, _reader_spans
+    from litseg.segmentation.types import Chunk
+
+    chunk = Chunk(book_id="b", unit_id="u", chunk_id="c", method="m", from_idx=5, to_idx=9, main_ids=[5, 6, 7, 8, 9],
+                  context_ids=[1], main_spans=[(100, 200)], context_spans=[(10, 20)])
+    seen = _reader_spans(chunk, EvalSettings())
+    assert seen == [(10, 20), (100, 200)]
+    assert _reader_spans(chunk, EvalSettings(index_text="main_text")) == [(100, 200)]
+    # gold inside the context sentence: recovered when the context is read, and it spends budget
+    assert evidence_recovered_chars([seen], [(10, 20)], 50) == 1.0
+    assert evidence_recovered_chars([seen], [(120, 170)], 50) == pytest.approx(20 / 50)  # reads 100-140 only

@@ -324,7 +324,7 @@ def test_teacher_end_to_end_with_the_embedded_model(tmp_path: Path) -> None:
     (tmp_path / "ferry.md").write_text(text, encoding="utf-8")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         cfg = compose("annotate", overrides=[
-            "method=litseg", "method.max_retries=1", "method.stage_max_retries=0", "method.max_new_tokens=160",
+            "method=litseg", "method.max_retries=0", "method.stage_max_retries=0", "method.max_new_tokens=160",
             "method.summary_max_new_tokens=96", "method.workers=1", f"input={tmp_path / 'ferry.md'}",
             f"llm.cache.path={tmp_path / 'cache.sqlite'}", "print_table=0", "view=false"])
     summary = run_annotate(cfg, tmp_path / "run")
@@ -333,7 +333,7 @@ def test_teacher_end_to_end_with_the_embedded_model(tmp_path: Path) -> None:
     assert diag["method"] == "litseg" and set(diag["stages"]) == {"stage1", "stage2", "stage3"}
     assert diag["calls"] >= 3 and diag["prompt_tokens"] > 3000 and diag["completion_tokens"] > 0
     chunks = [json.loads(x) for x in (tmp_path / "run" / "chunks.jsonl").read_text().splitlines()]
-    assert chunks[0]["from_idx"] == 1 and chunks[-1]["to_idx"] == diag["n_sentences"] == 6
+    assert chunks[0]["from_idx"] == 1 and chunks[-1]["to_idx"] == diag["n_sentences"] >= 6
     # Whatever the small model answered, the run recorded how the unit was obtained.
     assert diag["fallback"] in ("none", "repair", "whole_unit")
     assert all(diag["stages"][s]["status"] in ("ok", "unavailable") for s in ("stage1", "stage2"))

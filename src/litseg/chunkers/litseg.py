@@ -23,19 +23,26 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
-from litseg.chunkers.base import Chunker, UnitResult, register
-from litseg.chunkers.llm_common import make_feedback, number_sentences, sentence_word_counts, unit_sentence_texts
+from litseg.chunkers.base import UnitResult, register
+from litseg.chunkers.llm_common import (
+    Ask,
+    LLMChunker,
+    make_feedback,
+    number_sentences,
+    render_length_hint,
+    sentence_word_counts,
+    unit_sentence_texts,
+    usage_of,
+)
 from litseg.llm.base import ChatModel, ChatRequest, Completion
-from litseg.llm.batching import run_batched
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.reconstruct import build_chunks
-from litseg.segmentation.repair import whole_unit_segments
 from litseg.segmentation.runner import CUT_OFF_NOTICE, segment_with_retries
 from litseg.segmentation.schema import get_schema, has_segments, json_schema
 from litseg.segmentation.types import Document, Unit
@@ -53,7 +60,6 @@ _PLACEHOLDERS = {"stage1": "step1_json", "stage2": "step2_json"}
 UNAVAILABLE_NOTE = "(no usable answer for this step; work from the chapter alone)"
 SKIPPED_NOTE = "(this step is left out in this run; work from the chapter alone)"
 
-Ask = Callable[[ChatRequest], Completion]
 
 
 def render_stage_messages(
@@ -92,15 +98,6 @@ def is_staged_prompt(prompt: Mapping[str, Any] | None) -> bool:
     return bool(prompt) and isinstance(prompt.get("stages"), list) and "system" in prompt  # type: ignore[union-attr]
 
 
-def length_hint_text(prompt: Mapping[str, Any], reference: Mapping[str, Any] | None) -> str:
-    """The soft length reference sentence: the prompt's ``length_hint`` template, else the
-    reference's own ``hint``, filled with its quantiles; "" without a reference."""
-    if not reference or any(reference.get(q) is None for q in ("p25", "p50", "p75")):
-        return ""
-    template = str(prompt.get("length_hint") or reference.get("hint") or "")
-    return template.format(**reference) if template else ""
-
-
 @dataclass(slots=True)
 class StageResult:
     """One summary stage (1 or 2) of one unit: its answer, or why there is none."""
@@ -123,7 +120,7 @@ class StageResult:
         return {
             "status": self.status,
             "tries": len(self.attempts),
-            **_usage(self.attempts),
+            **usage_of(self.attempts),
             "seconds": self.seconds,
             "answer": self.answer.model_dump() if self.answer is not None else None,
             "attempts": self.attempts,
@@ -131,7 +128,7 @@ class StageResult:
         }
 
 
-class LitSegChunker(Chunker):
+class LitSegChunker(LLMChunker):
     """The LitSeg teacher. ``prompt`` is a staged prompt (``conf/prompt/litseg.yaml``)."""
 
     def __init__(
@@ -215,7 +212,7 @@ class LitSegChunker(Chunker):
     # ------------------------------------------------------------------ messages
     def stage_messages(self, doc: Document, unit: Unit, stage: str, *, step1_json: str = "",
                        step2_json: str = "") -> list[dict[str, str]]:
-        hint = length_hint_text(self.prompt, self.length_reference) if stage == "stage3" else ""
+        hint = render_length_hint(self.prompt, self.length_reference) if stage == "stage3" else ""
         return render_stage_messages(self.prompt, stage, unit_sentence_texts(doc, unit),
                                      step1_json=step1_json, step2_json=step2_json, length_hint=hint)
 
@@ -307,7 +304,7 @@ class LitSegChunker(Chunker):
             "status": "ok" if outcome.diagnostics.fallback == "none" else outcome.diagnostics.fallback,
             "tries": outcome.diagnostics.tries,
             "fallback": outcome.diagnostics.fallback,
-            **_usage(diag["attempts"]),
+            **usage_of(diag["attempts"]),
             "seconds": time.perf_counter() - t3,
             "answer": outcome.answer.model_dump() if outcome.answer is not None else None,
         }
@@ -315,7 +312,7 @@ class LitSegChunker(Chunker):
         stages["stage3"] = stage3
         all_attempts = [a for s in SUMMARY_STAGES for a in summaries[s].attempts] + diag["attempts"]
         called = sum(1 for s in SUMMARY_STAGES if summaries[s].status != "skipped") + 1
-        diag.update(_usage(all_attempts))
+        diag.update(usage_of(all_attempts))
         diag.update(
             method=self.name,
             retries=len(all_attempts) - called,
@@ -331,35 +328,6 @@ class LitSegChunker(Chunker):
             diag["answer"] = outcome.answer.model_dump()
         return UnitResult(doc.book_id, unit.unit_id, chunks, diag)
 
-    def _guarded(self, doc: Document, unit: Unit, ask: Ask) -> UnitResult:
-        """A unit that raises (a bug, a replay miss) becomes a failed result; the others go on."""
-        t0 = time.perf_counter()
-        try:
-            return self._segment(doc, unit, ask)
-        except Exception as exc:  # noqa: BLE001 - recorded on the unit, the batch continues
-            log.exception("litseg: unit %s/%s failed", doc.book_id, unit.unit_id)
-            error = f"{type(exc).__name__}: {exc}"
-            segments = whole_unit_segments(unit.n_sentences, sentence_word_counts(doc, unit), self.fallback_max_words)
-            chunks = build_chunks(doc, unit, segments, method=self.name, context_position=self.context_position)
-            diag = {"method": self.name, "tries": 0, "calls": 0, "fallback": "whole_unit", "error": error,
-                    "seconds": time.perf_counter() - t0, "segments": [s.model_dump() for s in segments]}
-            return UnitResult(doc.book_id, unit.unit_id, chunks, diag, error=error)
-
-    # ------------------------------------------------------------------ Chunker API
-    def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
-        return self._guarded(doc, unit, self.llm.chat)
-
-    def chunk_units(self, doc: Document, units: Iterable[Unit]) -> Iterator[UnitResult]:
-        yield from self.chunk_many((doc, u) for u in units)
-
-    def chunk_many(self, items: Iterable[tuple[Document, Unit]]) -> Iterator[UnitResult]:
-        """Units of any number of books at once; results come in the order units finish."""
-        jobs = [lambda ask, d=d, u=u: self._guarded(d, u, ask) for d, u in items]
-        yield from run_batched(self.llm, jobs, workers=self.workers, max_batch=self.max_batch)
-
-    def close(self) -> None:
-        self.llm.close()
-
 
 def _attempt_record(attempt: int, c: Completion) -> dict[str, Any]:
     return {
@@ -367,15 +335,6 @@ def _attempt_record(attempt: int, c: Completion) -> dict[str, Any]:
         "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
         "cached_tokens": c.cached_tokens, "seconds": c.seconds, "finish_reason": c.finish_reason,
         "from_cache": c.from_cache, "error": c.error,
-    }
-
-
-def _usage(attempts: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    return {
-        "calls": len(attempts),
-        "prompt_tokens": sum(int(a.get("prompt_tokens", 0)) for a in attempts),
-        "cached_tokens": sum(int(a.get("cached_tokens", 0)) for a in attempts),
-        "completion_tokens": sum(int(a.get("completion_tokens", 0)) for a in attempts),
     }
 
 

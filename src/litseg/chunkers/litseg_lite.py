@@ -8,25 +8,26 @@ repaired by the fallback and rebuilt into chunk records (``litseg.segmentation``
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.base import UnitResult, register
 from litseg.chunkers.llm_common import (
+    LLMChunker,
     make_feedback,
     render_single_pass_messages,
     sentence_word_counts,
     unit_sentence_texts,
+    usage_of,
 )
 from litseg.llm.base import ChatModel, ChatRequest
-from litseg.llm.batching import run_batched
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import segment_with_retries
 from litseg.segmentation.schema import get_schema, json_schema
 from litseg.segmentation.types import Document, Unit
 
 
-class LitSegLiteChunker(Chunker):
+class LitSegLiteChunker(LLMChunker):
     def __init__(
         self,
         llm: ChatModel,
@@ -42,6 +43,7 @@ class LitSegLiteChunker(Chunker):
         length_reference: Mapping[str, Any] | None = None,
         feedback: Mapping[str, Any] | None = None,
         workers: int = 8,
+        max_batch: int = 64,
     ) -> None:
         for key in ("system", "user", "schema"):
             if key not in prompt:
@@ -59,6 +61,7 @@ class LitSegLiteChunker(Chunker):
         self.length_reference = dict(length_reference) if length_reference else None
         self.feedback_template = dict(feedback) if feedback else None
         self.workers = workers
+        self.max_batch = max_batch
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -97,7 +100,7 @@ class LitSegLiteChunker(Chunker):
         chunks = build_chunks(doc, unit, outcome.segments, method=self.name,
                               token_counter=self.llm.count_tokens, context_position=self.context_position)
         diag = outcome.diagnostics.to_dict()
-        diag.update(_usage(diag), seconds=time.perf_counter() - t0)
+        diag.update(usage_of(diag.get("attempts", [])), seconds=time.perf_counter() - t0)
         # The final (validated, possibly repaired) segments and the chosen answer: what the
         # training-data builder reads back from diagnostics.jsonl.
         diag["segments"] = [s.model_dump() for s in outcome.segments]
@@ -105,28 +108,8 @@ class LitSegLiteChunker(Chunker):
             diag["answer"] = outcome.answer.model_dump()
         return UnitResult(doc.book_id, unit.unit_id, chunks, diag)
 
-    def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
-        return self._segment(doc, unit, self.llm.chat)
-
-    def chunk_units(self, doc: Document, units: Iterable[Unit]) -> Iterator[UnitResult]:
-        jobs = [lambda ask, u=u: self._segment(doc, u, ask) for u in units]
-        yield from run_batched(self.llm, jobs, workers=self.workers)
-
-    def close(self) -> None:
-        self.llm.close()
-
-
-def _usage(diag: dict[str, Any]) -> dict[str, Any]:
-    attempts = diag.get("attempts", [])
-    return {
-        "calls": len(attempts),
-        "prompt_tokens": sum(a.get("prompt_tokens", 0) for a in attempts),
-        "cached_tokens": sum(a.get("cached_tokens", 0) for a in attempts),
-        "completion_tokens": sum(a.get("completion_tokens", 0) for a in attempts),
-    }
-
 
 @register("litseg_lite")
 def make_litseg_lite(llm: ChatModel, prompt: Mapping[str, Any], feedback: Mapping[str, Any] | None = None,
-                     **params: Any) -> LitSegLiteChunker:
-    return LitSegLiteChunker(llm, prompt, feedback=feedback, **params)
+                     length_reference: Mapping[str, Any] | None = None, **params: Any) -> LitSegLiteChunker:
+    return LitSegLiteChunker(llm, prompt, feedback=feedback, length_reference=length_reference, **params)

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import logging
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+from litseg.chunkers.base import Chunker, UnitResult
+from litseg.llm.base import ChatModel, ChatRequest, Completion
+from litseg.llm.batching import run_batched
+from litseg.segmentation.reconstruct import build_chunks
+from litseg.segmentation.repair import whole_unit_segments
 
 from litseg.segmentation.types import Document, Unit
 from litseg.segmentation.validation import ValidationIssue, blocking_issues, feedback_message
 
+log = logging.getLogger(__name__)
+
 _WS = re.compile(r"\s+")
+Ask = Callable[[ChatRequest], Completion]
 
 
 def number_sentences(texts: Sequence[str]) -> str:
@@ -42,11 +54,23 @@ def sentence_word_counts(doc: Document, unit: Unit) -> list[int]:
 
 
 def render_length_hint(prompt: Mapping[str, Any], reference: Mapping[str, Any] | None) -> str:
-    """The soft length reference sentence, or "" when the prompt or the run has none."""
-    template = str(prompt.get("length_hint") or "")
-    if not template or not reference:
+    """The soft length reference sentence: the prompt's ``length_hint`` template, else the
+    reference's own ``hint``, filled with its quantiles ({p25}, {p50}, {p75}); "" without a
+    complete reference."""
+    if not reference or any(reference.get(q) is None for q in ("p25", "p50", "p75")):
         return ""
-    return template.format(**reference)
+    template = str(prompt.get("length_hint") or reference.get("hint") or "")
+    return template.format(**reference) if template else ""
+
+
+def usage_of(attempts: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Calls and token totals over a list of attempt records."""
+    return {
+        "calls": len(attempts),
+        "prompt_tokens": sum(int(a.get("prompt_tokens", 0)) for a in attempts),
+        "cached_tokens": sum(int(a.get("cached_tokens", 0)) for a in attempts),
+        "completion_tokens": sum(int(a.get("completion_tokens", 0)) for a in attempts),
+    }
 
 
 def make_feedback(template: Mapping[str, Any] | None, max_attempts: int):
@@ -68,3 +92,50 @@ def make_feedback(template: Mapping[str, Any] | None, max_attempts: int):
                                             max_attempts=max_attempts)
 
     return feedback
+
+
+class LLMChunker(Chunker):
+    """Base of the chunkers that segment a unit through a sequence of LLM calls.
+
+    Subclasses implement :meth:`_segment` as plain sequential code calling ``ask(request)``;
+    this class runs many units at once through :func:`run_batched` (so batching backends serve
+    them together) and turns a unit that raises into a recorded failure with whole-unit chunks,
+    so one bad unit never stops the others.
+    """
+
+    llm: ChatModel
+    fallback_max_words: int = 400
+    context_position: str = "auto"
+    workers: int = 8
+    max_batch: int = 64
+
+    @abstractmethod
+    def _segment(self, doc: Document, unit: Unit, ask: Ask) -> UnitResult: ...
+
+    def _guarded(self, doc: Document, unit: Unit, ask: Ask) -> UnitResult:
+        t0 = time.perf_counter()
+        try:
+            return self._segment(doc, unit, ask)
+        except Exception as exc:  # noqa: BLE001 - recorded on the unit, the batch continues
+            log.exception("%s: unit %s/%s failed", self.name, doc.book_id, unit.unit_id)
+            error = f"{type(exc).__name__}: {exc}"
+            segments = whole_unit_segments(unit.n_sentences, sentence_word_counts(doc, unit),
+                                           self.fallback_max_words)
+            chunks = build_chunks(doc, unit, segments, method=self.name, context_position=self.context_position)
+            diag = {"method": self.name, "tries": 0, "calls": 0, "fallback": "whole_unit", "error": error,
+                    "seconds": time.perf_counter() - t0, "segments": [s.model_dump() for s in segments]}
+            return UnitResult(doc.book_id, unit.unit_id, chunks, diag, error=error)
+
+    def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
+        return self._guarded(doc, unit, self.llm.chat)
+
+    def chunk_units(self, doc: Document, units: Iterable[Unit]) -> Iterator[UnitResult]:
+        yield from self.chunk_many((doc, u) for u in units)
+
+    def chunk_many(self, items: Iterable[tuple[Document, Unit]]) -> Iterator[UnitResult]:
+        """Units of any number of books at once; results come in the order units finish."""
+        jobs = [lambda ask, d=d, u=u: self._guarded(d, u, ask) for d, u in items]
+        yield from run_batched(self.llm, jobs, workers=self.workers, max_batch=self.max_batch)
+
+    def close(self) -> None:
+        self.llm.close()

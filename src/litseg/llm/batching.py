@@ -8,6 +8,7 @@ retries included, without the loops knowing about each other.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -17,6 +18,7 @@ from typing import TypeVar
 
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 
+log = logging.getLogger(__name__)
 R = TypeVar("R")
 Ask = Callable[[ChatRequest], Completion]
 
@@ -102,9 +104,13 @@ def run_batched(
             continue
         try:
             answers = llm.chat_batch([r for r, _ in pending])
-        except BaseException as exc:  # noqa: BLE001 - every waiter learns of it
-            for _, fut in pending:
-                fut.set_exception(exc)
+        except Exception:  # noqa: BLE001 - one bad request must not fail its batch-mates
+            log.warning("a batch of %d requests failed; asking them one by one", len(pending), exc_info=True)
+            for req, fut in pending:
+                try:
+                    fut.set_result(llm.chat(req))
+                except Exception as exc:  # noqa: BLE001 - handed to the job that asked
+                    fut.set_exception(exc)
         else:
             for (_, fut), ans in zip(pending, answers, strict=True):
                 fut.set_result(ans)

@@ -3,7 +3,7 @@ that tests and notebooks can call it with a composed config).
 
 Optional keys beyond ``conf/annotate.yaml`` (add them with ``+key=value``):
 
-* ``length_reference``: a config of the ``length_reference`` group (``+length_reference=NAME``);
+* ``length_reference``: a config of the ``length_reference`` group (``length_reference=NAME``);
 * ``input_options``: ``{id_column, title_column}`` for ``input=hf:...`` / ``input=dataset:...``;
 * ``shard``: ``"i/N"`` annotates only the books whose label hashes to shard ``i`` of ``N`` (one
   process per shard, each into its own run directory; export merges them);
@@ -56,12 +56,8 @@ def build_chunker_for_run(cfg: DictConfig) -> tuple[Chunker, dict[str, Any] | No
         prompt = with_length_hint(prompt, reference)
     chunker = build_chunker_from_config(cfg.method, llm=cfg.get("llm"), prompt=prompt,
                                         feedback=cfg.get("feedback"), length_reference=reference)
-    if reference is not None:
-        if not hasattr(chunker, "length_reference"):
-            log.warning("method=%s takes no length reference; length_reference is ignored", chunker.name)
-        elif chunker.length_reference is None:  # type: ignore[attr-defined]
-            # Factories that take their settings as **params do not receive config groups by name.
-            chunker.length_reference = reference  # type: ignore[attr-defined]
+    if reference is not None and getattr(chunker, "length_reference", None) is None:
+        log.warning("method=%s takes no length reference; length_reference is ignored", chunker.name)
     return chunker, reference
 
 

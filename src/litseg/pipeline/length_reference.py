@@ -4,7 +4,7 @@
 
     python annotate.py method=litseg input=CORPUS hydra.run.dir=outputs/calib        # no reference
     python -m litseg.pipeline.length_reference outputs/calib --out conf/length_reference/calib.yaml
-    python annotate.py method=litseg input=CORPUS +length_reference=calib            # with it
+    python annotate.py method=litseg input=CORPUS length_reference=calib            # with it
 
 The command reads the committed units of one or more run directories, measures every segment's
 main range (in sentences, or in words with ``--unit words``), and writes the 25th, 50th and 75th
@@ -161,7 +161,7 @@ def write_reference(reference: Mapping[str, Any], out: str | Path, *, name: str 
     header = (f"# Soft length reference: segment-length quantiles ({reference['unit']}) of "
               f"{src.get('n_segments')} segments in {src.get('n_units')} units of {', '.join(src.get('runs', []))}.\n"
               f"# Written by: python -m litseg.pipeline.length_reference ... --out {path}\n"
-              f"# Use: python annotate.py +length_reference={path.stem} ...   (the prompt's {{length_hint}} "
+              f"# Use: python annotate.py length_reference={path.stem} ...   (the prompt's {{length_hint}} "
               "gets `hint` filled with p25/p50/p75)\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
     return path

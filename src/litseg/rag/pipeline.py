@@ -342,7 +342,9 @@ def load_chunkset(label: str, path: str | Path, bench: Benchmark, docs: Mapping[
     if not chunks:
         raise ValueError(f"{chunk_file}: none of its books ({', '.join(sorted(unknown)[:5])}) is a book of "
                          f"{bench.name} ({', '.join(sorted(docs)[:5])}...)")
-    warnings = [f"{sum(unknown.values())} chunks of {len(unknown)} books not in {bench.name} ignored"] if unknown else []
+    warnings = []
+    if unknown:
+        warnings.append(f"{sum(unknown.values())} chunks of {len(unknown)} books not in {bench.name} ignored")
     covered = {c.book_id for c in chunks}
     absent = sorted(set(docs) - covered)
     if absent:
@@ -499,13 +501,7 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
                       collection: str | None = None) -> ChunkerResult:
     """Index one chunk set, answer ``questions`` with it and score everything."""
     from litseg.rag.index import BM25Encoder, ChunkIndex, IndexedChunk, build_bm25_encoder
-    from litseg.rag.metrics import (
-        chunk_statistics,
-        question_retrieval_scores,
-        random_hit_at_k,
-        random_mrr,
-    )
-    from litseg.rag.retrieve import HybridRetriever
+    from litseg.rag.metrics import chunk_statistics
     from litseg.rag.store import collection_name
 
     timings: dict[str, float] = {"chunking": cs.seconds}
@@ -535,8 +531,36 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
     bm25: BM25Encoder | None = build_bm25_encoder(comp.bm25_cfg) if comp.bm25_cfg is not None else None
     name = collection or collection_name(comp.collection_prefix, bench.name, cs.label)
     index = ChunkIndex(comp.store, name, dense, bm25, partition=comp.partition)
-    index.build(passages, progress=settings.progress)
-    timings["index"] = time.perf_counter() - t0
+    try:
+        index.build(passages, progress=settings.progress)
+        rows, gen_summary = _query_and_score(cs, bench, chunks, passages, book_positions, questions, index, comp,
+                                             settings, generation_qids, timings, index_started=t0)
+    finally:
+        index.drop()
+
+    summary = summarize_rows(rows, settings)
+    summary.update({
+        "label": cs.label, "method": cs.method, "source": cs.source, "config": cs.config,
+        "chunks": stats, "segment_quality": seg, "generation": gen_summary,
+        "unit_failures": len(cs.unit_failures), "warnings": cs.warnings, "seconds": timings,
+        "embedder_window": dense.window if dense is not None else None,
+        "questions_without_chunks": sum(1 for q in questions if not book_positions.get(q.book_id)),
+    })
+    words = [len(c.main_text.split()) for c in chunks]
+    return ChunkerResult(cs.label, cs.method, summary, rows, words, cs)
+
+
+def _query_and_score(cs: ChunkSet, bench: Benchmark, chunks: list[Chunk], passages: list[Any],
+                     book_positions: Mapping[str, list[int]], questions: Sequence[Question], index: Any,
+                     comp: Components, settings: EvalSettings, generation_qids: set[str] | None,
+                     timings: dict[str, float], *, index_started: float
+                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """After ``index.build``: retrieval (+ rerank) for every question whose book has chunks, the
+    per-question rows with their scores, then generation and judging on the sample."""
+    from litseg.rag.metrics import question_retrieval_scores, random_hit_at_k, random_mrr
+    from litseg.rag.retrieve import HybridRetriever
+
+    timings["index"] = time.perf_counter() - index_started
     timings.update({f"index_{k}": v for k, v in index.seconds.items()})
 
     # ---- retrieve (+ rerank) for the questions whose book has chunks
@@ -583,8 +607,9 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
                 row["random_hit@1"] = 0.0
                 row[f"random_mrr@{settings.mrr_k}"] = 0.0
             gold = q.gold_spans
+            read = [_reader_spans(chunks[p], settings) for p in positions]
             for budget in settings.budgets:
-                row[f"evidence@{budget}"] = _recovered([chunks[p].main_spans for p in positions], gold, budget)
+                row[f"evidence@{budget}"] = _recovered(read, gold, budget)
         rows.append(row)
 
     # ---- generation and judge
@@ -593,18 +618,16 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
         t0 = time.perf_counter()
         gen_summary = _generate_and_judge(rows, rankings, chunks, bench, comp, settings, generation_qids)
         timings["generation"] = time.perf_counter() - t0
-    index.drop()
+    return rows, gen_summary
 
-    summary = summarize_rows(rows, settings)
-    summary.update({
-        "label": cs.label, "method": cs.method, "source": cs.source, "config": cs.config,
-        "chunks": stats, "segment_quality": seg, "generation": gen_summary,
-        "unit_failures": len(cs.unit_failures), "warnings": cs.warnings, "seconds": timings,
-        "embedder_window": dense.window if dense is not None else None,
-        "questions_without_chunks": sum(1 for q in questions if not book_positions.get(q.book_id)),
-    })
-    words = [len(c.main_text.split()) for c in chunks]
-    return ChunkerResult(cs.label, cs.method, summary, rows, words, cs)
+
+def _reader_spans(chunk: Chunk, settings: EvalSettings) -> list[Span]:
+    """The document spans a reader of the chunk sees, in order: with context-enriched chunks
+    (``index_text="text"``) the context sentences count against the budget (and towards the
+    evidence) like the main text."""
+    if settings.index_text == "text" and chunk.context_spans:
+        return sorted([tuple(s) for s in chunk.main_spans] + [tuple(s) for s in chunk.context_spans])
+    return list(chunk.main_spans)
 
 
 class _IndexView:
@@ -724,12 +747,16 @@ def summarize_rows(rows: Sequence[Mapping[str, Any]], settings: EvalSettings) ->
     out["n_without_relevant_chunk"] = sum(1 for r in gold if not r.get("n_relevant"))
     names = (retrieval_metric_names(settings) + ["random_hit@1", f"random_mrr@{settings.mrr_k}"]
              + list(GENERATION_NAMES) + list(JUDGE_NAMES))
+    # With a single book (GutenQA's Emma) there is nothing to resample at book level: questions are
+    # resampled instead, which understates the uncertainty; the summary says which was done.
+    by_book = len({r["book_id"] for r in rows}) > 1
+    out["resampling"] = "books" if by_book else "questions (single book)"
     for name in names:
         vals = [(r[name], r["book_id"]) for r in rows if r.get(name) is not None]
         if not vals:
             continue
-        ci = bootstrap_ci([v for v, _ in vals], [b for _, b in vals], confidence=settings.confidence,
-                          n_resamples=settings.n_resamples, seed=settings.seed)
+        ci = bootstrap_ci([v for v, _ in vals], [b for _, b in vals] if by_book else None,
+                          confidence=settings.confidence, n_resamples=settings.n_resamples, seed=settings.seed)
         out["metrics"][name] = ci.to_dict()
     return out
 
@@ -750,10 +777,14 @@ def pairwise_table(results: Sequence[ChunkerResult], metrics: Sequence[str], set
                 if len(common) < 2:
                     continue
                 groups = {r["qid"]: r["book_id"] for r in a.per_question}
-                pc = paired_comparison({q: va[q] for q in common}, {q: vb[q] for q in common}, groups,
+                by_book = len({groups[q] for q in common}) > 1  # else resample questions (see summarize_rows)
+                pc = paired_comparison({q: va[q] for q in common}, {q: vb[q] for q in common},
+                                       groups if by_book else None,
                                        confidence=settings.confidence, n_resamples=settings.n_resamples,
                                        seed=settings.seed)
-                out.append({"a": a.label, "b": b.label, "metric": m, "n": pc.n_items, "books": pc.n_groups,
+                out.append({"a": a.label, "b": b.label, "metric": m, "n": pc.n_items,
+                            "books": len({groups[q] for q in common}),
+                            "resampling": "books" if by_book else "questions",
                             "mean_a": pc.mean_a, "mean_b": pc.mean_b, "diff": pc.diff.estimate,
                             "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p_permutation": pc.p_permutation,
                             "p_wilcoxon": pc.p_wilcoxon})

@@ -62,7 +62,10 @@ def main_table(result: "EvaluationResult") -> tuple[list[str], list[list[str]]]:
     has_gen = any(r.summary["metrics"].get("f1") for r in result.results)
     has_cr = any(r.summary["metrics"].get("context_relevance") for r in result.results)
     has_aa = any(r.summary["metrics"].get("answer_accuracy") for r in result.results)
+    has_ctx = any(r.summary.get("chunks", {}).get("share_with_context") for r in result.results)
     head = ["chunker", "chunks/book", "words/chunk (median)", "> window", "boundary sim. ↓", "cuts on sentence breaks"]
+    if has_ctx:
+        head.append("chunks with context sentences")
     if has_gold:
         head += ["random H@1", f"MRR@{s.mrr_k} [95% CI]"] + [f"H@{k}" for k in s.ks]
         head += [f"evidence in {b} chars [95% CI]" for b in s.budgets]
@@ -82,6 +85,9 @@ def main_table(result: "EvaluationResult") -> tuple[list[str], list[list[str]]]:
                f"{_fmt(words.get('mean'), 0)} ({_fmt(words.get('p50'), 0)})",
                _pct(ch.get("share_over_window")), _fmt(seg.get("boundary_similarity")),
                _pct(seg.get("share_on_sentence_breaks"))]
+        if has_ctx:
+            row.append(f"{_pct(ch.get('share_with_context'))} "
+                       f"({_fmt(ch.get('mean_context_sentences_when_used'), 1)} sentences)")
         if has_gold:
             row += [_fmt((m.get("random_hit@1") or {}).get("estimate")), _ci(m.get(mrr))]
             row += [_fmt((m.get(f"hit@{k}") or {}).get("estimate")) for k in s.ks]
@@ -89,10 +95,9 @@ def main_table(result: "EvaluationResult") -> tuple[list[str], list[list[str]]]:
         if has_gen:
             row += [_fmt((m.get(k) or {}).get("estimate")) for k in ("em", "f1", "rougeL", "meteor")]
         gen = r.summary.get("generation") or {}
-        if has_cr:
-            row.append(f"{_ci(m.get('context_relevance'))} ({_pct((gen.get('context_relevance') or {}).get('failure_rate'))})")
-        if has_aa:
-            row.append(f"{_ci(m.get('answer_accuracy'))} ({_pct((gen.get('answer_accuracy') or {}).get('failure_rate'))})")
+        for on, key in ((has_cr, "context_relevance"), (has_aa, "answer_accuracy")):
+            if on:
+                row.append(f"{_ci(m.get(key))} ({_pct((gen.get(key) or {}).get('failure_rate'))})")
         rows.append(row)
     return head, rows
 
@@ -104,7 +109,7 @@ def markdown_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def pairwise_markdown(pairwise: Sequence[Mapping[str, Any]]) -> str:
-    head = ["A", "B", "metric", "mean A", "mean B", "A − B [95% CI]", "p (book permutation)", "questions", "books"]
+    head = ["A", "B", "metric", "mean A", "mean B", "A − B [95% CI]", "p (permutation)", "questions", "books"]
     rows = [[p["a"], p["b"], p["metric"], _fmt(p["mean_a"]), _fmt(p["mean_b"]),
              f"{p['diff']:+.3f} [{p['diff_low']:+.3f}, {p['diff_high']:+.3f}]", _fmt(p["p_permutation"], 4),
              str(p["n"]), str(p["books"])] for p in pairwise]
@@ -117,7 +122,8 @@ def timing_markdown(result: "EvaluationResult") -> str:
     rows = []
     for r in result.results:
         sec = r.summary.get("seconds", {})
-        rows.append([r.label, str(r.summary.get("chunks", {}).get("n_chunks", "–")), str(r.summary.get("unit_failures", 0))]
+        n_chunks = r.summary.get("chunks", {}).get("n_chunks", "–")
+        rows.append([r.label, str(n_chunks), str(r.summary.get("unit_failures", 0))]
                     + [_fmt(sec.get(k), 1) for k in keys])
     return markdown_table(head, rows)
 
@@ -187,9 +193,12 @@ def results_markdown(result: "EvaluationResult", plots: Mapping[str, Path] | Non
     lines += [
         "Reading the table: chunk size moves MRR and Hit@k by itself (few large chunks per book make a",
         "high rank-1 hit likely even at random: see *random H@1*). The evidence column is size-fair: the",
-        f"share of gold evidence characters a reader sees within the first {', '.join(map(str, result.settings.budgets))}",
+        "share of gold evidence characters a reader sees within the first "
+        f"{', '.join(map(str, result.settings.budgets))}",
         "characters of the ranked chunks. Boundary similarity (lower = cuts between less related text)",
-        "must be read with the share of cuts on sentence breaks. Intervals: 95% book-level bootstrap.", ""]
+        "must be read with the share of cuts on sentence breaks. Intervals: 95% bootstrap over "
+        + ("books." if all(r.summary.get("resampling", "books") == "books" for r in result.results)
+           else "questions (one book only: this understates the uncertainty)."), ""]
     if result.pairwise:
         lines += ["## Pairwise differences (same questions)", "", pairwise_markdown(result.pairwise), ""]
     lines += ["## Time per step", "", timing_markdown(result), ""]
