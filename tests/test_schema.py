@@ -131,27 +131,6 @@ def _example_json(name: str) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
-def test_lm_format_enforcer_accepts_examples(name: str) -> None:
-    lmfe = pytest.importorskip("lmformatenforcer")
-    model: type[BaseModel] = get_schema(name)
-
-    def accepts(schema: dict[str, Any], text: str) -> bool:
-        parser = lmfe.JsonSchemaParser(schema)
-        for ch in text:
-            if ch not in parser.get_allowed_characters():
-                return False
-            parser = parser.add_character(ch)
-        return parser.can_end()
-
-    schema = json_schema(model, n_sentences=9)
-    assert accepts(schema, _example_json(name))
-    assert not accepts(schema, _example_json(name)[:-1] + ', "extra": 1}')
-    if has_segments(model):
-        # lm-format-enforcer ignores integer bounds (validation catches those); types it enforces.
-        assert not accepts(schema, _example_json(name).replace('"to_idx": 9', '"to_idx": "9"'))
-
-
-@pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_xgrammar_compiles_and_enforces(name: str) -> None:
     xgr = pytest.importorskip("xgrammar")
     from xgrammar.testing import _is_grammar_accept_string
@@ -163,3 +142,19 @@ def test_xgrammar_compiles_and_enforces(name: str) -> None:
         assert not _is_grammar_accept_string(grammar, _example_json(name).replace('"from_idx": 5', '"from_idx": 0'))
         assert not _is_grammar_accept_string(grammar, _example_json(name).replace('"context_idx": [2]',
                                                                                   '"context_idx": ["2"]'))
+
+
+def test_bounded_schema_limits_free_text_and_lists_under_xgrammar() -> None:
+    # Bounds make every constrained answer end: a subtitle longer than its maxLength is refused.
+    xgr = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string
+
+    from litseg.segmentation.schema import TEXT_BOUNDS
+
+    schema = json_schema(get_schema("lite"), n_sentences=9, bounded=True)
+    grammar = xgr.Grammar.from_json_schema(json.dumps(schema), strict_mode=True)
+    assert _is_grammar_accept_string(grammar, _example_json("lite"))
+    long_title = "x" * (TEXT_BOUNDS["subtitle"] + 1)
+    assert not _is_grammar_accept_string(grammar, _example_json("lite").replace('"Arrival"', f'"{long_title}"'))
+    seg_items = schema["properties"]["step3"]["properties"]["segments"]
+    assert seg_items["maxItems"] == 9

@@ -6,7 +6,7 @@ defaults to the fields segmentation does not need (reasoning text, titles, conte
 that a usable answer is never thrown away for a cosmetic omission; :func:`parse_answer` records
 every such leniency in its notes. The exported JSON Schema, on the other hand, is strict: every
 property is required and no extra properties are allowed, which is what constrained decoders
-(xgrammar, lm-format-enforcer, vLLM structured outputs, OpenAI ``response_format`` strict mode)
+(xgrammar, vLLM structured outputs, OpenAI ``response_format`` strict mode)
 expect.
 
 Every answer model that carries segments exposes them through :func:`answer_segments`; the
