@@ -214,7 +214,7 @@ class _ShardWriter:
         self._buffer = []
 
     def close(self) -> list[str]:
-        """Write the last shard and give every shard its final ``train-XXXXX-of-YYYYY`` name."""
+        """Write the last shard and give every shard its final name (``train-00000-of-00004.jsonl`` style)."""
         if self._buffer or not self._parts:
             self._flush()
         total = len(self._parts)
