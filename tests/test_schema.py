@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from litseg.segmentation.schema import (
     SCHEMAS,
