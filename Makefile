@@ -26,6 +26,11 @@ $(STAMP): pyproject.toml
 	  apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null 2>&1 || \
 	  (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends wordnet-base >/dev/null 2>&1) || \
 	  echo "note: could not install wordnet-base; METEOR will be reported as missing"; fi
+	@# Headless Chromium for the browser test of view.html (Debian's chromium); skipped without root or apt.
+	@if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
+	  (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1) || \
+	  echo "note: could not install chromium; the browser test of view.html will be skipped"; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"

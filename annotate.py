@@ -6,7 +6,11 @@
     python annotate.py input=book.txt hydra.run.dir=outputs/run1   # rerun the same dir to resume
 
 Writes chunks.jsonl, sentences.jsonl, diagnostics.jsonl, documents.jsonl, run_summary.json and
-view.html. Exit code 1 when a book could not be read or a unit failed (see run_summary.json).
+view.html. Exit code 1 when a book could not be read or a unit failed (the failed units are listed;
+a unit the model could not be reached for is one: a rerun into the same directory tries it again);
+exit code 2, with one line, when the run cannot start (missing input, a parameter of the wrong type,
+a model folder or server that is not there, a run directory of another setup or locked by another
+run; HYDRA_FULL_ERROR=1 shows the traceback).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from omegaconf import DictConfig
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="annotate")
 def main(cfg: DictConfig) -> float:
+    from litseg.cli import run_entry
     from litseg.pipeline.entry import run_annotate
 
-    summary = run_annotate(cfg)
+    summary = run_entry(run_annotate, cfg)  # known errors (setup): one line, exit code 2
     if cfg.strict_exit and (summary["units_failed"] or summary["books_failed"]):
         sys.exit(1)
     return float(summary["chunks"])

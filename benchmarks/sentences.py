@@ -6,10 +6,12 @@ Run from the repository root (one core):
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sentences.py --only litseg,blingfire --markdown
 
 Quality: ``tests/data/sentence_cases.jsonl`` (real excerpts from fiction, verse and drama, each
-with its expected sentences). A boundary is the position, counted in non-whitespace characters,
-where a sentence starts (the first one excluded), so splitters that strip or keep whitespace
-differently are compared fairly; precision, recall and F1 are micro-averaged per category and
-overall. Speed: a long novel from ``../shared/data/texts`` (``--novel`` to pick another file),
+with its expected sentences) and ``tests/data/dialogue_cases.jsonl`` (dialogue-heavy fiction:
+shout lists, speech tags after ellipses, present-tense and rarer speech verbs, action beats,
+single capital letters; real excerpts and a few written for the project). A boundary is the
+position, counted in non-whitespace characters, where a sentence starts (the first one excluded),
+so splitters that strip or keep whitespace differently are compared fairly; precision, recall and
+F1 are micro-averaged per category and overall. Speed: a long novel from ``../shared/data/texts`` (``--novel`` to pick another file),
 split unit by unit (pieces of about 50,000 characters cut at blank lines, as the pipeline feeds
 chapters), MB/s in UTF-8 bytes per second of CPU time on one core, plus the number of
 sentences found.
@@ -22,11 +24,15 @@ lines, headings, speaker lines) to separate the two contributions. The libraries
 only (``pip install pysbd syntok blingfire nltk sentencex``); missing ones are skipped.
 Library outputs that are strings are mapped back to offsets by their non-whitespace characters;
 pieces that cannot be found are counted in the ``lost`` column.
+
+``--write`` puts the tables into the marked blocks of ``docs/sentences.md`` (it needs every
+library installed and no ``--only``, so that no row goes missing).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -43,6 +49,9 @@ sys.path.insert(0, str(REPO / "src"))
 from litseg.segmentation import sentences as lit  # noqa: E402
 
 CASES = REPO / "tests" / "data" / "sentence_cases.jsonl"
+DIALOGUE_CASES = REPO / "tests" / "data" / "dialogue_cases.jsonl"
+DOC = REPO / "docs" / "sentences.md"
+LIBRARIES = ("blingfire", "syntok", "nltk", "sentencex", "pysbd")
 SHARED = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared")) / "data"
 DEFAULT_NOVEL = SHARED / "texts" / "novel" / "2701_Moby_Dick_or_The_Whale.txt"
 PUNKT_TRAINING = ["1342_Pride_and_Prejudice.txt", "158_Emma.txt", "1260_Jane_Eyre.txt",
@@ -288,68 +297,123 @@ def speed(split: Callable[[str], tuple[Spans, int]], units: list[str]) -> tuple[
 
 # ----------------------------------------------------------------------------- report
 
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def plain_table(head: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    return "\n".join("  ".join(str(x).rjust(w) if i else str(x).ljust(w)
+                               for i, (x, w) in enumerate(zip(row, widths))) for row in [head, *rows])
+
+
+def write_block(doc: Path, name: str, body: str) -> None:
+    """Replace the text between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in ``doc``."""
+    text = doc.read_text(encoding="utf-8")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"{doc}: markers {begin} ... {end} not found")
+    doc.write_text(text[:i + len(begin)] + "\n" + body.rstrip() + "\n" + text[j:], encoding="utf-8")
+
+
+def _f1(scores: dict, key: str) -> str:
+    return f"{scores[key][2]:.3f}" if key in scores else "n/a"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=Path, default=CASES)
+    ap.add_argument("--dialogue-cases", type=Path, default=DIALOGUE_CASES)
     ap.add_argument("--novel", type=Path, default=DEFAULT_NOVEL)
     ap.add_argument("--only", help="comma-separated name fragments of the candidates to run")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed measurement")
     ap.add_argument("--errors", action="store_true", help="list wrong boundaries per case")
-    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    ap.add_argument("--write", action="store_true", help=f"write the tables into {DOC.relative_to(REPO)}")
     args = ap.parse_args(argv)
 
+    if args.write:
+        missing = []
+        for lib in LIBRARIES:
+            try:
+                importlib.import_module(lib)
+            except ImportError:
+                missing.append(lib)
+        if args.only or missing or args.no_speed:
+            raise SystemExit("--write needs every candidate and the speed run: no --only / --no-speed, "
+                             f"and the libraries installed (missing: {', '.join(missing) or 'none'})")
     cases = load_cases(args.cases)
+    dialogue = load_cases(args.dialogue_cases) if args.dialogue_cases.exists() else []
     cats = sorted({c["category"] for c in cases})
+    dcats = sorted({c["category"] for c in dialogue})
     n_gold = sum(len(c["sentences"]) for c in cases)
     n_held = sum(c.get("split") == "heldout" for c in cases)
-    print(f"{len(cases)} cases ({n_held} held out), {n_gold} sentences, "
-          f"categories: {', '.join(cats)}")
+    n_dgold = sum(len(c["sentences"]) for c in dialogue)
+    n_dheld = sum(c.get("split") == "heldout" for c in dialogue)
+    intro = (f"literary set: {len(cases)} cases ({n_held} held out), {n_gold} sentences; dialogue set: "
+             f"{len(dialogue)} cases ({n_dheld} held out), {n_dgold} sentences")
+    print(intro)
     only = {o.strip() for o in args.only.split(",")} if args.only else None
     cands = build_candidates(only)
     units = None
+    speed_note = "speed not measured"
     if not args.no_speed:
         if args.novel.exists():
             units = novel_units(args.novel)
-            print(f"speed on {args.novel.name}: {sum(map(len, units)):,} characters in "
-                  f"{len(units)} units")
+            speed_note = (f"speed on {args.novel.name}: {sum(map(len, units)):,} characters in "
+                          f"{len(units)} units")
         else:
-            print(f"speed skipped: {args.novel} not found (needs ../shared)")
+            speed_note = f"speed skipped: {args.novel} not found (needs ../shared)"
+        print(speed_note)
 
     rows = []
     for name, split in cands.items():
         res = evaluate(split, cases)
+        dres = evaluate(split, dialogue) if dialogue else {"scores": {}, "errors": [], "lost": 0}
         mbs, n_sent = speed(split, units) if units else (float("nan"), 0)
-        rows.append((name, res, mbs, n_sent))
+        rows.append((name, res, dres, mbs, n_sent))
         if args.errors:
-            for cid, extra, missed in res["errors"]:
+            for cid, extra, missed in res["errors"] + dres["errors"]:
                 print(f"  {name} | {cid}: extra {extra} missed {missed}")
     rows.sort(key=lambda r: -r[1]["scores"]["overall"][2])
 
-    short = {c: c[:8] for c in cats}
-    head = ["splitter", *[short[c] for c in cats], "P", "R", "F1", "F1 dev", "F1 held",
+    head = ["splitter", *[c[:8] for c in cats], "P", "R", "F1", "F1 dev", "F1 held", "F1 dialogue",
             "lost", "MB/s", "sents"]
     table = []
-    for name, res, mbs, n_sent in rows:
+    for name, res, dres, mbs, n_sent in rows:
         sc = res["scores"]
         table.append([name, *[f"{sc[c][2]:.2f}" for c in cats], f"{sc['overall'][0]:.3f}",
-                      f"{sc['overall'][1]:.3f}", f"{sc['overall'][2]:.3f}",
-                      f"{sc.get('split:dev', (0, 0, float('nan')))[2]:.3f}",
-                      f"{sc.get('split:heldout', (0, 0, float('nan')))[2]:.3f}", str(res["lost"]),
-                      f"{mbs:.2f}", f"{n_sent:,}"])
-    if args.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "|".join("---" for _ in head) + "|")
-        for row in table:
-            print("| " + " | ".join(row) + " |")
-    else:
-        widths = [max(len(str(r[i])) for r in [head, *table]) for i in range(len(head))]
-        for row in [head, *table]:
-            print("  ".join(str(x).rjust(w) if i else str(x).ljust(w)
-                            for i, (x, w) in enumerate(zip(row, widths))))
+                      f"{sc['overall'][1]:.3f}", f"{sc['overall'][2]:.3f}", _f1(sc, "split:dev"),
+                      _f1(sc, "split:heldout"), _f1(dres["scores"], "overall"),
+                      str(res["lost"] + dres["lost"]), f"{mbs:.2f}", f"{n_sent:,}"])
+    dhead = ["splitter", *dcats, "P", "R", "F1", "F1 dev", "F1 held"]
+    dtable = []
+    for name, _res, dres, _mbs, _n in sorted(rows, key=lambda r: -r[2]["scores"].get("overall", (0, 0, 0))[2]):
+        sc = dres["scores"]
+        if "overall" not in sc:
+            continue
+        dtable.append([name, *[f"{sc[c][2]:.2f}" for c in dcats], f"{sc['overall'][0]:.3f}",
+                       f"{sc['overall'][1]:.3f}", f"{sc['overall'][2]:.3f}", _f1(sc, "split:dev"),
+                       _f1(sc, "split:heldout")])
+    render = markdown_table if (args.markdown or args.write) else plain_table
+    literary_md = render(head, table)
+    dialogue_md = render(dhead, dtable)
+    print(literary_md)
+    print()
+    print(dialogue_md)
     print("category columns: boundary F1 per category; P/R/F1 overall (micro); F1 dev / held: "
           "the cases the rules were written against / cases labelled before the rules ever saw "
-          "them; lost: library pieces that could not be mapped back; sents: sentences found in "
-          "the novel")
+          "them; F1 dialogue: the dialogue set; lost: library pieces that could not be mapped "
+          "back; sents: sentences found in the novel")
+    if args.write:
+        note = (f"_{intro}. {speed_note}; MB/s of CPU time on one core, measured with "
+                f"`benchmarks/sentences.py --write`._")
+        write_block(DOC, "sentences:literary", note + "\n\n" + literary_md)
+        write_block(DOC, "sentences:dialogue", dialogue_md)
+        print(f"wrote the tables into {DOC}")
 
 
 if __name__ == "__main__":

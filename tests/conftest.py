@@ -40,3 +40,17 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+#: pytest-timeout's limit for tests marked ``slow`` (end-to-end runs with real models, set-up of
+#: their module fixtures included); every other test has pyproject's ``timeout``, and any test
+#: may set its own with ``@pytest.mark.timeout(N)``.
+SLOW_TEST_TIMEOUT = 900
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT))

@@ -32,6 +32,21 @@ He turned the wheel towards the sound and hoped.
 """
 
 
+def _annotations_for(book: Path, path: Path) -> Path:
+    import json
+
+    from litseg.segmentation.preprocess import prepare_document
+
+    doc = prepare_document(book)
+    with path.open("w", encoding="utf-8") as f:
+        for u in doc.units:
+            spans = [[s.start - u.start, s.end - u.start] for s in u.sentences]
+            f.write(json.dumps({"uid": f"tiny-{u.unit_id}", "source": str(book), "text": doc.text[u.start:u.end],
+                                "sentences": spans, "annotation": {"segments": [
+                                    {"subtitle": "all of it", "from_idx": 1, "to_idx": len(spans)}]}}) + "\n")
+    return path
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method", METHODS)
 def test_annotate_runs_every_method(method: str, tmp_path: Path) -> None:
@@ -50,6 +65,8 @@ def test_annotate_runs_every_method(method: str, tmp_path: Path) -> None:
             cfg.method.model = str(tiny_causal_lm_dir())
         if method == "token":
             cfg.method.tokenizer = "whitespace"
+        if method == "imported":  # the books are the records' sources: one record per chapter
+            cfg.method.annotations = str(_annotations_for(book, tmp_path / "ann.jsonl"))
     out = tmp_path / "run"
     summary = run_annotate(cfg, out)
     assert summary["units"] == 2 and summary["units_failed"] == 0

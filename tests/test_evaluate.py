@@ -39,7 +39,9 @@ def test_chunkers_compose_as_a_list_of_method_names_or_a_named_set() -> None:
 def test_every_method_can_be_evaluated_by_name() -> None:
     from litseg.rag.pipeline import resolve_chunkers
 
-    methods = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
+    # `imported` replays annotations of the books its records name; evaluate its run folder as a
+    # chunk file instead (+chunkers.NAME={chunks: RUN}, docs/importing.md).
+    methods = sorted(p.stem for p in (CONF / "method").glob("*.yaml") if p.stem != "imported")
     missing = [m for m in methods if not (CONF / "chunkers" / f"{m}.yaml").is_file()]
     assert not missing, f"add conf/chunkers/<name>.yaml (two lines, see token.yaml) for {missing}"
     cfg = composed(f"chunkers=[{','.join(methods)}]")

@@ -100,7 +100,7 @@ def test_invalid_answer_is_retried_with_the_feedback_template(doc: Document) -> 
 def test_retries_exhausted_falls_back_without_losing_a_sentence(doc: Document) -> None:
     unit = doc.units[1]
     llm = ScriptedChatModel(["{broken", "still broken", "nope"])
-    res = LitSegLiteChunker(llm, PROMPT, max_retries=2, fallback_max_words=5).chunk_unit(doc, unit)
+    res = LitSegLiteChunker(llm, PROMPT, max_retries=2, fallback="pieces", fallback_max_words=5).chunk_unit(doc, unit)
     assert res.diagnostics["fallback"] == "whole_unit"
     covered = {i for c in res.chunks for i in range(c.from_idx, c.to_idx + 1)}
     assert covered == set(range(1, unit.n_sentences + 1))

@@ -22,7 +22,7 @@ from litseg.rag.datasets import Benchmark, BenchmarkBook, Evidence, Question
 from litseg.rag.generate import AnswerGenerator, AnswerInput, clean_answer
 from litseg.rag.index import BM25Encoder, ChunkIndex, DenseEncoder, HashingEmbedder, IndexedChunk, SparseVector
 from litseg.rag.judge import RagJudge, parse_rating, summarize
-from litseg.rag.rerank import LLMReranker, Reranker, build_reranker
+from litseg.rag.rerank import LLMReranker, Reranker, build_reranker, parse_yes_no
 from litseg.rag.retrieve import HybridRetriever, RetrievalSettings, Retrieved, ranked, rrf_scores, weighted_scores
 from litseg.rag.store import QdrantStore, collection_name
 from tests.conftest import REPO
@@ -224,17 +224,21 @@ def test_rerankers_none_and_llm() -> None:
     texts = ["meadow flowers", "the fox hid the lantern", "garbled"]
     assert [c.position for c in build_reranker({"kind": "none"}).rerank_many(["q"], [cands], texts)[0]] == [0, 1, 2]
 
-    def rate(req: ChatRequest) -> str:
+    def verdict(req: ChatRequest) -> str:
         text = req.messages[-1]["content"]
+        assert req.json_schema["properties"]["relevant"]["enum"] == ["yes", "no"]
+        assert "Question: where is it?" in text and '"relevant"' in req.messages[0]["content"]
         if "garbled" in text:
-            return "no idea"  # unreadable: the candidate keeps its place after the rated ones
-        return '{"rating": 2}' if "lantern" in text else '{"rating": 0}'
+            return "perhaps"  # unreadable: the candidate goes after the answered ones
+        return '{"relevant": "yes"}' if "lantern" in text else '{"relevant": "no"}'
 
-    rr = LLMReranker(ScriptedChatModel(rate), prompt("rag_judge"), top_n=3)
+    rr = LLMReranker(ScriptedChatModel(verdict), prompt("rag_rerank"), top_n=3)
     out = rr.rerank_many(["where is it?"], [cands], texts)[0]
     assert [c.position for c in out] == [1, 0, 2]
-    assert out[0].rerank_score == 1.0 and out[2].rerank_score is None
+    assert out[0].rerank_score == 1.0 and out[1].rerank_score == 0.0 and out[2].rerank_score is None
     assert rr.failures == 1 and rr.calls == 3
+    assert [parse_yes_no(t) for t in ('{"relevant": "no"}', "Yes, it does.", "It says no.", "maybe yes, maybe no", "")] == \
+        [False, True, False, None, None]
     # only top_n candidates are reordered
     assert [c.position for c in Reranker(top_n=1)._apply(cands, [0.0])] == [0, 1, 2]
     with pytest.raises(ValueError, match="kind"):

@@ -68,7 +68,7 @@ def test_three_stages_share_the_cacheable_prefix_and_pass_answers_on(book: Docum
                        {"chapter_title", "step_3_turning_points", "segments"}]
     seg = model.requests[2].json_schema["properties"]["segments"]
     assert seg["items"]["properties"]["to_idx"]["maximum"] == book.units[0].n_sentences
-    assert [r.max_tokens for r in model.requests] == [384, 384, 1024]
+    assert [r.max_tokens for r in model.requests] == [2048, 2048, 3072]
     spans = [(c.from_idx, c.to_idx) for c in res.chunks]
     assert res.error is None and spans == [(1, 5), (6, book.units[0].n_sentences)]
 
@@ -187,7 +187,7 @@ def test_unreadable_stage3_falls_back_to_whole_unit_pieces(book: Document) -> No
     def answer(r: ChatRequest) -> str:
         return "no json at all" if stage_of(r.messages) == "stage3" else teacher_answer(r.messages)
 
-    res = teacher(scripted(answer), max_retries=1, fallback_max_words=40).chunk_unit(book, book.units[0])
+    res = teacher(scripted(answer), max_retries=1, fallback="pieces", fallback_max_words=40).chunk_unit(book, book.units[0])
     assert res.diagnostics["fallback"] == "whole_unit" and "answer" not in res.diagnostics
     assert len(res.chunks) > 1 and res.chunks[0].from_idx == 1
     assert res.chunks[-1].to_idx == book.units[0].n_sentences

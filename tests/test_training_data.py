@@ -57,21 +57,46 @@ def _teacher_row(book: str, unit: str, n: int, **extra) -> dict:
     }
 
 
-def test_three_stage_teacher_rows_become_lite_targets(tmp_path):
-    stages = {"stage1": {"step_1_events": "the ship sinks"}, "stage2": {"step_2_threads": "one rescue thread"},
-              "stage3": {"chapter_title": "Storm", "step_3_turning_points": [{"type": "reversal", "description": "x"}],
-                         "segments": []}}
-    run = _write_run(tmp_path / "run", [_teacher_row("b1", "u1", 6, stages=stages)])
+def test_teacher_run_of_the_real_litseg_chunker_gives_targets_with_every_stage(tmp_path):
+    """From the three-stage chunker's own diagnostics (scripted stage answers) through a real
+    annotate run to the SFT target: each stage's text reaches the target (it once read the
+    stages one level too high and every target had empty reasoning)."""
+    from omegaconf import OmegaConf
+
+    from litseg.chunkers.litseg import LitSegChunker
+    from litseg.llm.testing import ScriptedChatModel
+    from litseg.pipeline.annotate import annotate
+    from litseg.segmentation.preprocess import prepare_document
+    from tests.conftest import REPO
+    from tests.teacher_fakes import stage_of, teacher_answer, unit_size, write_book
+
+    def answer(request):
+        stage, n = stage_of(request.messages), unit_size(request.messages)
+        if stage == "stage1":
+            return json.dumps({"step_1_events": f"the keeper lights the lamp in {n} sentences"})
+        if stage == "stage2":
+            return json.dumps({"step_2_threads": "one thread: the keeper's watch, intradiegetic"})
+        return teacher_answer(request.messages, block=4)
+
+    staged = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg.yaml"), resolve=True)
+    chunker = LitSegChunker(ScriptedChatModel(answer), staged)
+    book = write_book(tmp_path / "lamp.md", "Lamp", chapters=2, sentences=9)
+    run = tmp_path / "teacher"
+    annotate(inputs=[book], chunker=chunker, out_dir=run, prepare=prepare_document, progress=False)
+
     report = DataReport()
-    (unit,) = read_teacher_units(run, report)
-    target = json.loads(teacher_target(unit, "lite"))
-    assert target["step1"] == {"step_1_events": "the ship sinks"}
-    assert target["step2"] == {"step_2_threads": "one rescue thread"}
-    assert target["step3"]["chapter_title"] == "Storm"
-    assert target["step3"]["step_3_turning_points"][0]["type"] == "reversal"
-    # The validated final segments are the target, not stage 3's raw list.
-    assert [(s["from_idx"], s["to_idx"]) for s in target["step3"]["segments"]] == [(1, 3), (4, 6)]
-    assert list(target) == ["step1", "step2", "step3"]
+    units = read_teacher_units(run, report)
+    assert len(units) == 2 and report.units_read == 2
+    for unit in units:
+        target = json.loads(teacher_target(unit, "lite"))
+        assert target["step1"]["step_1_events"] == f"the keeper lights the lamp in {unit.n_sentences} sentences"
+        assert target["step2"]["step_2_threads"] == "one thread: the keeper's watch, intradiegetic"
+        assert target["step3"]["chapter_title"] == "a chapter"
+        assert target["step3"]["step_3_turning_points"] == [{"type": "reversal", "description": "x"}]
+        assert target["step3"]["segments"][0]["from_idx"] == 1
+        assert target["step3"]["segments"][-1]["to_idx"] == unit.n_sentences
+        # The paragraph flags travel with the sentences for prompts that show paragraph breaks.
+        assert unit.paragraph_starts is not None and unit.paragraph_starts[0] is True
 
 
 @pytest.mark.parametrize("schema,keys", [

@@ -22,6 +22,7 @@ from litseg.training.rewards import (
     parse_judgement,
 )
 from litseg.training.synthetic import load_prompt
+from tests.conftest import REPO
 
 DIMS = ["event_validity", "unity_of_action", "cut_point_logic"]
 
@@ -123,11 +124,32 @@ def test_judge_scores_average_dimensions_then_chunks_and_scale():
     assert "{scale_min}" not in request.messages[0]["content"] and "0.5" in request.messages[0]["content"]
 
 
-def test_adjusted_scores_beyond_the_scale_are_clipped():
-    judge, _ = judge_with([verdict([5], [5], [5.5])])
-    assert call(judge, [lite([seg(1, 10)])]) == [pytest.approx(1.0)]
-    judge, _ = judge_with([verdict([1], [1], [0.5])], clip=False)
-    assert call(judge, [lite([seg(1, 10)])]) == [pytest.approx((2.5 / 3 - 1) / 4)]
+def one_block_reward(ev, ua, cp, **kw) -> float:
+    judge, _ = judge_with([verdict([ev], [ua], [cp])], **kw)
+    (reward,) = call(judge, [lite([seg(1, 10)])])
+    return reward
+
+
+def test_context_adjustments_count_at_the_ends_of_the_scale():
+    clean_top, clean_bottom = one_block_reward(5, 5, 5), one_block_reward(1, 1, 1)
+    assert (clean_top, clean_bottom) == (pytest.approx(1.0), pytest.approx(0.0))
+    # a top grade with the penalty scores below a clean top grade, with the bonus above it
+    assert one_block_reward(5, 5, 4.5) < clean_top < one_block_reward(5, 5, 5.5)
+    assert one_block_reward(5, 5, 5.5) == pytest.approx((15.5 / 3 - 1) / 4)
+    # and at the bottom: the penalty still lowers a 1
+    assert one_block_reward(1, 1, 0.5) == pytest.approx((2.5 / 3 - 1) / 4)
+    assert one_block_reward(1, 1, 0.5) < clean_bottom
+    assert one_block_reward(1, 1, 1.5) > clean_bottom
+
+
+def test_clip_bounds_each_dimension_to_what_the_rubric_allows():
+    # cut_point_logic carries the adjustments (scale + 0.5); the other dimensions stay on 1-5
+    assert one_block_reward(9, 5, 9) == pytest.approx(one_block_reward(5, 5, 5.5))
+    assert one_block_reward(-3, 1, -3) == pytest.approx(one_block_reward(1, 1, 0.5))
+    assert one_block_reward(9, 5, 9, clip=False) == pytest.approx((23 / 3 - 1) / 4)
+    rubric = dict(RUBRIC, scoring={**RUBRIC["scoring"], "adjusted_dimensions": ["plot"]})
+    with pytest.raises(ValueError, match="adjusted_dimensions"):
+        NarratologicalJudgeReward(ScriptedChatModel([]), rubric)
 
 
 def test_unreadable_judgements_are_retried_with_a_correction():
@@ -162,6 +184,67 @@ def test_a_crashing_judge_backend_does_not_stop_training():
     judge = NarratologicalJudgeReward(ScriptedChatModel(boom), RUBRIC, max_retries=1, neutral_score=0.4)
     assert call(judge, [TWO_CHUNKS, lite([seg(1, 10)])]) == [0.4, 0.4]
     assert judge.stats.failures == 2 and judge.stats.errors
+
+
+class DyingJudge(ScriptedChatModel):
+    """Answers ``good`` batches with a clean verdict, then the server is gone."""
+
+    def __init__(self, good: int) -> None:
+        super().__init__([verdict([4], [4], [4])], cycle=True)
+        self.good, self.batches = good, 0
+
+    def chat_batch(self, requests):
+        self.batches += 1
+        if self.batches > self.good:
+            raise ConnectionError("judge server unreachable")
+        return super().chat_batch(requests)
+
+
+def test_a_judge_that_keeps_failing_stops_the_run():
+    from litseg.training.rewards import JudgeUnavailableError
+
+    judge = NarratologicalJudgeReward(DyingJudge(good=1), RUBRIC, max_retries=1, failure_window=2,
+                                      min_judgements=1, max_failure_share=0.5)
+    assert call(judge, [lite([seg(1, 10)])]) == [pytest.approx(0.75)]
+    assert call(judge, [lite([seg(1, 10)])]) == [0.5]  # 1 of 2 judgements failed: at the limit, goes on
+    with pytest.raises(JudgeUnavailableError, match=r"2 of 2 judgements failed over the last 2 reward call") as err:
+        call(judge, [lite([seg(1, 10)])])
+    assert "ConnectionError" in str(err.value) and "max_failure_share" in str(err.value)
+
+
+def test_the_failure_check_waits_for_enough_judgements_and_can_be_turned_off():
+    from litseg.training.rewards import JudgeUnavailableError
+
+    dead = DyingJudge(good=0)
+    judge = NarratologicalJudgeReward(dead, RUBRIC, max_retries=0, min_judgements=3)
+    assert call(judge, [lite([seg(1, 10)])]) == [0.5]
+    assert call(judge, [lite([seg(1, 10)])]) == [0.5]
+    with pytest.raises(JudgeUnavailableError):
+        call(judge, [lite([seg(1, 10)])])
+    off = NarratologicalJudgeReward(DyingJudge(good=0), RUBRIC, max_retries=0, min_judgements=1,
+                                    max_failure_share=None)
+    assert [call(off, [lite([seg(1, 10)])]) for _ in range(5)] == [[0.5]] * 5
+    # Unreadable student answers are no judge failure.
+    quiet = NarratologicalJudgeReward(DyingJudge(good=0), RUBRIC, min_judgements=1)
+    assert [call(quiet, ["not json"]) for _ in range(5)] == [[0.0]] * 5
+
+
+def test_default_reward_config_stops_on_a_failing_judge():
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.load(REPO / "conf" / "rewards" / "default.yaml").judge.params
+    assert params.max_failure_share == 0.5 and params.failure_window >= 1 and params.min_judgements >= 1
+
+
+def test_trl_offers_no_dynamic_sampling_as_docs_training_md_says():
+    # DAPO drops groups whose rewards are all equal and samples again; the installed TRL has no such
+    # option (docs/training.md says so). When it gains one, wire it and update the docs.
+    from dataclasses import fields
+
+    trl = pytest.importorskip("trl")
+    names = {f.name for f in fields(trl.GRPOConfig)}
+    assert not {n for n in names if "dynamic" in n or "zero_std" in n or "filter_groups" in n}, sorted(names)
+    assert "frac_reward_zero_std" in (REPO / "docs" / "training.md").read_text()
 
 
 def test_unreadable_student_answers_are_not_sent_to_the_judge():

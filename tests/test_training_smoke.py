@@ -1,7 +1,8 @@
 """End-to-end smoke runs of train.py on a CPU with the tiny model (seconds per run, no network).
 
 Covers: `python train.py +experiment=sft|grpo debug=smoke` exactly as written, LoRA parameters
-changing, every reward logged each step, checkpoint resume, the adapter used by annotate.py and
+changing, the line every run ends with (and exit code 3 for a run that trains nothing), every
+reward logged each step, checkpoint resume, the adapter used by annotate.py and
 merged, every experiment file running, multirun grids (basic and Optuna sweepers), W&B offline,
 the ablation notebook, and a DeepSpeed ZeRO-2 step in one CPU process.
 """
@@ -26,13 +27,19 @@ pytestmark = pytest.mark.slow
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
        "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}
-PROBE = "+rewards.probe={function:'tests.training_helpers:distinct_characters',weight:1.0}"
 
 
-def run_cli(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
+def run_cli(args: list[str], timeout: int = 600, expect: int = 0) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, *args], check=False, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    assert proc.returncode == expect, f"{args} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc
+
+
+def end_line(proc: subprocess.CompletedProcess) -> str:
+    """The one line a training run ends with (the last ``train:`` line of its stdout)."""
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("train: ")]
+    assert lines, proc.stdout[-3000:]
+    return lines[-1]
 
 
 def summary(run_dir: Path) -> dict:
@@ -97,15 +104,20 @@ def test_checkpoints_resume(sft_run, teacher_run, tmp_path):
     assert again["stages"]["sft"]["reused"] is True
 
 
-def test_grpo_smoke_logs_every_reward_and_changes_lora(teacher_run, tmp_path):
-    from litseg.training.run import run_training
-
+def test_grpo_smoke_logs_every_reward_and_changes_lora(tmp_path):
+    # Exactly the documented command: it once ended with loss 0, every reward 0 and no tensor
+    # changed, and said nothing (the shipped rewards are flat on a random model).
     run_dir = tmp_path / "grpo"
-    cfg = compose_train(["+experiment=grpo", "debug=smoke", f"data.runs=[{teacher_run}]", PROBE])
-    s = run_training(cfg, run_dir=run_dir)
+    proc = run_cli(["train.py", "+experiment=grpo", "debug=smoke", f"hydra.run.dir={run_dir}"])
+    s = summary(run_dir)
     stage = s["stages"]["grpo"]
     assert stage["global_step"] == 2
-    assert stage["params"]["changed_tensors"] > 0
+    changed, n = stage["params"]["changed_tensors"], stage["params"]["trainable_tensors"]
+    assert 0 < changed <= n
+    assert s["trained_nothing"] == [] and not stage["rewards"]["flat"] and not stage["rewards"]["all_zero"]
+    line = end_line(proc)
+    assert line.startswith("train: trained | eval/reward=") and f"grpo {changed}/{n}" in line
+    assert f"adapter {run_dir / 'adapter'}" in line and "TRAINED NOTHING" not in proc.stdout
     assert any(float(t.abs().sum()) > 0 for t in lora_b_weights(run_dir / "adapter").values())
     train_rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["stage"] == "grpo" and "loss" in r]
     assert [r["step"] for r in train_rows] == [1, 2]
@@ -118,6 +130,48 @@ def test_grpo_smoke_logs_every_reward_and_changes_lora(teacher_run, tmp_path):
     assert s["rewards"]["judge"]["stats"]["completions"] >= 4
     assert "eval/reward" in s["eval"] and s["metric_name"] == "eval/reward"
     assert any("below the longest teacher answer" in w for w in s["warnings"])
+
+
+def test_a_run_that_trains_nothing_says_so_and_exits_3(tmp_path):
+    # The smoke run as it was before the probe reward: every shipped reward is 0 on a random
+    # model, so GRPO's gradient is 0. It once exited 0 and said nothing.
+    run_dir = tmp_path / "flat"
+    proc = run_cli(["train.py", "+experiment=grpo", "debug=smoke", f"hydra.run.dir={run_dir}",
+                    "rewards.probe.enabled=false", "stage.grpo.max_steps=1", "eval.enabled=false"], expect=3)
+    s = summary(run_dir)  # every file is still written
+    assert s["stages"]["grpo"]["params"]["changed_tensors"] == 0
+    assert any("none of the" in r and "trainable tensors changed" in r for r in s["trained_nothing"])
+    assert any("every reward was 0" in r for r in s["trained_nothing"])
+    line = end_line(proc)
+    assert line.startswith("train: TRAINED NOTHING (") and "grpo 0/" in line and "adapter " in line
+    assert "trained nothing (exit code 3)" in proc.stderr
+
+
+def test_a_judge_that_dies_mid_run_stops_grpo_with_the_error(teacher_run, tmp_path, monkeypatch, capsys):
+    from litseg.cli import SETUP_EXIT, run_entry
+    from litseg.segmentation.schema import Segment
+    from litseg.training.rewards import NarratologicalJudgeReward
+    from litseg.training.run import run_training
+
+    # The random tiny model writes no readable answer, so nothing would reach the judge: read
+    # every answer as one block, so that each step asks the judge.
+    monkeypatch.setattr(NarratologicalJudgeReward, "student_segments",
+                        lambda self, text, schema: [Segment(subtitle="all", from_idx=1, to_idx=1)])
+    run_dir = tmp_path / "grpo"
+    cfg = compose_train(["+experiment=grpo", "debug=smoke", f"data.runs=[{teacher_run}]",
+                         "judge_llm.backend=tests.training_helpers:make_dying_judge", "+judge_llm.good_batches=1",
+                         "stage.grpo.max_steps=5", "stage.grpo.save_steps=100", "eval.enabled=false",
+                         "rewards.judge.params.failure_window=2", "rewards.judge.params.min_judgements=1",
+                         "rewards.judge.params.max_retries=1"])
+    with pytest.raises(SystemExit) as stopped:  # what train.py does with it: one line, exit code 2
+        run_entry(run_training, cfg, run_dir=run_dir)
+    assert stopped.value.code == SETUP_EXIT
+    err = capsys.readouterr().err
+    assert "error: reward 'judge': 2 of 2 judgements failed over the last 2 reward call(s)" in err
+    assert "ConnectionError" in err
+    steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["stage"] == "grpo" and "loss" in r]
+    assert steps == [1, 2]  # the judge answered step 1, failed in step 2 (1 of 2: allowed), stopped in 3
+    assert not (run_dir / "train_summary.json").exists()
 
 
 def test_adapter_runs_in_annotate_and_merges(sft_run, tmp_path):
@@ -182,6 +236,7 @@ def test_every_experiment_smoke_runs(grid_runs, experiment):
     assert isinstance(s["metric"], float) and "eval/reward" in s["eval"]
     trained = bool(s["stage_plan"])
     assert (grid_runs[experiment] / "adapter").is_dir() == trained
+    assert s["trained_nothing"] == []  # every stage that ran changed its weights
     for kind in s["stage_plan"]:
         assert s["stages"][kind]["global_step"] == 1
     if experiment == "litseg_lite":  # GRPO continued from the SFT adapter
@@ -199,11 +254,13 @@ def test_ablation_notebook_runs_on_the_smoke_outputs(grid_runs, tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     notebook = nbformat.read(REPO / "notebooks" / "ablations.ipynb", as_version=4)
-    os.environ["LITSEG_RUNS"] = str(next(iter(grid_runs.values())).parent)
+    # As a user runs it: from notebooks/ (Jupyter's working directory), with LITSEG_RUNS relative
+    # to the repository. It once read the runs from notebooks/ and reported "0 runs".
+    os.environ["LITSEG_RUNS"] = os.path.relpath(next(iter(grid_runs.values())).parent, REPO)
     os.environ["LITSEG_NOTEBOOK_OUT"] = str(tmp_path)
     try:
         nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                                resources={"metadata": {"path": str(REPO)}}).execute()
+                                resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
     finally:
         os.environ.pop("LITSEG_RUNS", None)
         os.environ.pop("LITSEG_NOTEBOOK_OUT", None)
@@ -225,6 +282,7 @@ def test_one_command_runs_a_grid_and_an_optuna_search(teacher_run, tmp_path):
     assert "best_value" in result
 
 
+@pytest.mark.timeout(1200)  # its launch alone may take 900 s (run_cli's limit)
 def test_deepspeed_zero2_single_process_cpu_step(teacher_run, tmp_path):
     pytest.importorskip("deepspeed")
     run_dir = tmp_path / "ds"

@@ -19,13 +19,27 @@ def compose_train(overrides: list[str]) -> Any:
 
 
 def distinct_characters(completions: list[Any], **columns: Any) -> list[float]:
-    """A probe reward for smoke runs: the share of distinct characters in each answer.
+    """The smoke runs' probe reward (``litseg.training.probe``), importable from the tests too."""
+    from litseg.training.probe import distinct_characters as probe
 
-    The shipped rewards are flat on a random tiny model (nothing parses), so GRPO's group
-    advantages would all be zero; this one varies from answer to answer, which gives the smoke run
-    a gradient without changing the rewards under test.
-    """
-    from litseg.training.rewards import completion_text
+    return probe(completions, **columns)
 
-    texts = [completion_text(c) for c in completions]
-    return [len(set(t)) / max(1, len(t)) for t in texts]
+
+def make_dying_judge(good_batches: int = 1, name: str = "dying-judge", **_ignored: Any) -> Any:
+    """``judge_llm.backend: tests.training_helpers:make_dying_judge``: a scripted judge that answers
+    its first ``good_batches`` batches with a one-chunk verdict, then raises as a server that went
+    down would."""
+    from litseg.llm.testing import ScriptedChatModel
+
+    verdict = '{"event_validity": [4], "unity_of_action": [3.5], "cut_point_logic": [4]}'
+
+    class DyingJudge(ScriptedChatModel):
+        batches = 0
+
+        def chat_batch(self, requests: list[Any]) -> list[Any]:
+            self.batches += 1
+            if self.batches > good_batches:
+                raise ConnectionError("judge server unreachable")
+            return super().chat_batch(requests)
+
+    return DyingJudge([verdict], name=name, cycle=True)

@@ -14,6 +14,12 @@ Each stage is decoded under its own JSON schema and retried on its own:
 * stage 3 goes through the core's validate-retry-fallback loop
   (:func:`~litseg.segmentation.runner.segment_with_retries`), then repair and reconstruction.
 
+The schema limits (``schema_limits``) only keep a constrained answer from running on forever;
+they are sized so that a full answer fits, and every answer that reaches one is reported
+(``limit_hits`` in the unit's diagnostics and in each stage's, with a note), so a cut in the
+teacher's reasoning never passes unnoticed. ``summary_max_new_tokens`` leaves room for a step
+text at its limit; a smaller budget is reported when the chunker is built.
+
 Many units run at once through :func:`~litseg.llm.batching.run_batched`, so a batching backend
 (vLLM, the async OpenAI client) serves the stages of many units in one batch.
 """
@@ -40,11 +46,12 @@ from litseg.chunkers.llm_common import (
     unit_sentence_texts,
     usage_of,
 )
+from litseg.errors import ModelUnreachable, is_unavailable
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.reconstruct import build_chunks
-from litseg.segmentation.runner import CUT_OFF_NOTICE, segment_with_retries
-from litseg.segmentation.schema import get_schema, has_segments, json_schema
+from litseg.segmentation.runner import CUT_OFF_NOTICE, check_unit_fallback, segment_with_retries
+from litseg.segmentation.schema import SchemaLimits, get_schema, has_segments, json_schema, limit_hits
 from litseg.segmentation.types import Document, Unit
 from litseg.segmentation.validation import IssueCode, ValidationIssue
 
@@ -108,6 +115,7 @@ class StageResult:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    limit_hits: list[dict[str, Any]] = field(default_factory=list)  # of the answer used
 
     def prompt_json(self) -> str:
         """What later stages receive for this step."""
@@ -125,6 +133,7 @@ class StageResult:
             "answer": self.answer.model_dump() if self.answer is not None else None,
             "attempts": self.attempts,
             "notes": list(self.notes),
+            "limit_hits": list(self.limit_hits),
         }
 
 
@@ -139,10 +148,12 @@ class LitSegChunker(LLMChunker):
         name: str = "litseg",
         max_retries: int = 2,
         stage_max_retries: int | None = None,
-        max_new_tokens: int = 1024,
-        summary_max_new_tokens: int = 384,
+        max_new_tokens: int = 3072,
+        summary_max_new_tokens: int = 2048,
         constrained: bool = True,
         bounded_schema: bool = True,
+        schema_limits: Mapping[str, Any] | SchemaLimits | None = None,
+        fallback: str = "whole_unit",
         fallback_max_words: int = 400,
         context_position: str = "auto",
         length_reference: Mapping[str, Any] | None = None,
@@ -177,10 +188,19 @@ class LitSegChunker(LLMChunker):
         self.summary_max_new_tokens = summary_max_new_tokens
         self.constrained = constrained
         self.bounded_schema = bounded_schema
+        self.schema_limits = SchemaLimits.from_config(schema_limits)
+        self.fallback = check_unit_fallback(fallback)
         self.fallback_max_words = fallback_max_words
         self.context_position = context_position
         self.length_reference = dict(length_reference) if length_reference else None
         self.feedback_template = dict(feedback) if feedback else None
+        if constrained and bounded_schema:
+            for stage in SUMMARY_STAGES:
+                need = self.schema_limits.text_tokens(self.answer_models[stage])
+                if need > summary_max_new_tokens:
+                    log.warning("%s: a %s answer at its schema limits needs about %d tokens but "
+                                "summary_max_new_tokens is %d; long answers will be cut at the budget",
+                                name, stage, need, summary_max_new_tokens)
         self.skip_stages = tuple(s for s in SUMMARY_STAGES if s in set(skip_stages))
         self.workers = workers
         self.max_batch = max_batch or max(64, workers)
@@ -199,6 +219,8 @@ class LitSegChunker(LLMChunker):
             "summary_max_new_tokens": self.summary_max_new_tokens,
             "constrained": self.constrained,
             "bounded_schema": self.bounded_schema,
+            "schema_limits": self.schema_limits.to_dict() if self.bounded_schema else None,
+            "fallback": self.fallback,
             "fallback_max_words": self.fallback_max_words,
             "context_position": self.context_position,
             "length_reference": self.length_reference,
@@ -219,7 +241,13 @@ class LitSegChunker(LLMChunker):
     def _schema(self, stage: str, n: int) -> dict[str, Any] | None:
         if not self.constrained:
             return None
-        return json_schema(self.answer_models[stage], n_sentences=n, bounded=self.bounded_schema)
+        return json_schema(self.answer_models[stage], n_sentences=n,
+                           bounded=self.schema_limits if self.bounded_schema else False)
+
+    @property
+    def _limits(self) -> SchemaLimits | None:
+        """The limits answers are decoded under (None when nothing bounds them)."""
+        return self.schema_limits if self.constrained and self.bounded_schema else None
 
     # ------------------------------------------------------------------ stages
     def _summary_stage(self, ask: Ask, stage: str, messages: list[dict[str, str]], n: int) -> StageResult:
@@ -237,6 +265,9 @@ class LitSegChunker(LLMChunker):
             result.attempts.append(record)
             if completion.error is not None:
                 record["issues"] = [ValidationIssue(IssueCode.BACKEND_ERROR, completion.error).to_dict()]
+                if is_unavailable(completion):  # never seen by the model: the unit fails, no "unavailable" step
+                    raise ModelUnreachable(f"{stage}: {completion.error}",
+                                           {"stage": stage, "attempts": result.attempts})
                 continue  # same conversation again: the call failed, not the answer
             parsed = parse_answer(completion.text, model)
             record["notes"] = parsed.notes
@@ -249,6 +280,12 @@ class LitSegChunker(LLMChunker):
                 else:
                     record["parsed"] = record["valid"] = True
                     result.answer, result.status = parsed.value, "ok"
+                    if self._limits is not None:
+                        hits = [h.to_dict() for h in limit_hits(parsed.value, self._limits, n)]
+                        record["limit_hits"] = result.limit_hits = hits
+                        result.notes += [f"{stage}: {h['field']} reached its limit of {h['limit']} "
+                                         f"{h['unit']} (schema_limits); the text may have been cut there"
+                                         for h in hits]
                     if completion.finish_reason == "length":
                         # A summary cut short still informs the next stage; keep it, say so.
                         record["notes"] = [*record["notes"], "reply cut at the token limit; its readable part was kept"]
@@ -293,6 +330,7 @@ class LitSegChunker(LLMChunker):
             ask_stage3, messages, n=n, answer_model=self.answer_models["stage3"],
             sentence_words=sentence_word_counts(doc, unit), max_fallback_words=self.fallback_max_words,
             max_retries=self.max_retries, feedback=make_feedback(self.feedback_template, self.max_retries),
+            fallback=self.fallback, limits=self._limits,
         )
         chunks = build_chunks(doc, unit, outcome.segments, method=self.name,
                               token_counter=self.llm.count_tokens, context_position=self.context_position)
@@ -307,6 +345,7 @@ class LitSegChunker(LLMChunker):
             **usage_of(diag["attempts"]),
             "seconds": time.perf_counter() - t3,
             "answer": outcome.answer.model_dump() if outcome.answer is not None else None,
+            "limit_hits": list(outcome.diagnostics.limit_hits),
         }
         stages = {s: summaries[s].to_dict() for s in SUMMARY_STAGES}
         stages["stage3"] = stage3
@@ -323,6 +362,9 @@ class LitSegChunker(LLMChunker):
             stages_skipped=list(self.skip_stages),
             notes=[*diag["notes"], *(note for s in SUMMARY_STAGES for note in summaries[s].notes)],
             segments=[s.model_dump() for s in outcome.segments],
+            # Every field of the answers used (stages 1-3) that reached its schema limit.
+            limit_hits=[{"stage": s, **h} for s in SUMMARY_STAGES for h in summaries[s].limit_hits]
+            + [{"stage": "stage3", **h} for h in outcome.diagnostics.limit_hits],
         )
         if outcome.answer is not None:
             diag["answer"] = outcome.answer.model_dump()

@@ -17,13 +17,14 @@ from litseg.chunkers.llm_common import (
     make_feedback,
     render_single_pass_messages,
     sentence_word_counts,
+    unit_paragraph_starts,
     unit_sentence_texts,
     usage_of,
 )
 from litseg.llm.base import ChatModel, ChatRequest
 from litseg.segmentation.reconstruct import build_chunks
-from litseg.segmentation.runner import segment_with_retries
-from litseg.segmentation.schema import get_schema, json_schema
+from litseg.segmentation.runner import check_unit_fallback, segment_with_retries
+from litseg.segmentation.schema import SchemaLimits, get_schema, json_schema
 from litseg.segmentation.types import Document, Unit
 
 
@@ -38,6 +39,8 @@ class LitSegLiteChunker(LLMChunker):
         max_new_tokens: int = 1024,
         constrained: bool = True,
         bounded_schema: bool = True,
+        schema_limits: Mapping[str, Any] | SchemaLimits | None = None,
+        fallback: str = "whole_unit",
         fallback_max_words: int = 400,
         context_position: str = "auto",
         length_reference: Mapping[str, Any] | None = None,
@@ -56,6 +59,8 @@ class LitSegLiteChunker(LLMChunker):
         self.max_new_tokens = max_new_tokens
         self.constrained = constrained
         self.bounded_schema = bounded_schema
+        self.schema_limits = SchemaLimits.from_config(schema_limits)
+        self.fallback = check_unit_fallback(fallback)
         self.fallback_max_words = fallback_max_words
         self.context_position = context_position
         self.length_reference = dict(length_reference) if length_reference else None
@@ -73,20 +78,24 @@ class LitSegLiteChunker(LLMChunker):
             "max_new_tokens": self.max_new_tokens,
             "constrained": self.constrained,
             "bounded_schema": self.bounded_schema,
+            "schema_limits": self.schema_limits.to_dict() if self.bounded_schema else None,
+            "fallback": self.fallback,
             "fallback_max_words": self.fallback_max_words,
             "context_position": self.context_position,
             "length_reference": self.length_reference,
         }
 
     def messages(self, doc: Document, unit: Unit) -> list[dict[str, str]]:
-        return render_single_pass_messages(self.prompt, unit_sentence_texts(doc, unit), self.length_reference)
+        return render_single_pass_messages(self.prompt, unit_sentence_texts(doc, unit), self.length_reference,
+                                           unit_paragraph_starts(doc, unit))
 
     def _segment(self, doc: Document, unit: Unit, ask) -> UnitResult:
         t0 = time.perf_counter()
         n = unit.n_sentences
         if n == 0:
             return UnitResult(doc.book_id, unit.unit_id, [], {"tries": 0, "fallback": "none", "calls": 0})
-        schema = (json_schema(self.answer_model, n_sentences=n, bounded=self.bounded_schema)
+        limits = self.schema_limits if self.constrained and self.bounded_schema else None
+        schema = (json_schema(self.answer_model, n_sentences=n, bounded=limits or False)
                   if self.constrained else None)
 
         def ask_messages(messages: list[dict[str, str]]):
@@ -96,6 +105,7 @@ class LitSegLiteChunker(LLMChunker):
             ask_messages, self.messages(doc, unit), n=n, answer_model=self.answer_model,
             sentence_words=sentence_word_counts(doc, unit), max_fallback_words=self.fallback_max_words,
             max_retries=self.max_retries, feedback=make_feedback(self.feedback_template, self.max_retries),
+            fallback=self.fallback, limits=limits,
         )
         chunks = build_chunks(doc, unit, outcome.segments, method=self.name,
                               token_counter=self.llm.count_tokens, context_position=self.context_position)

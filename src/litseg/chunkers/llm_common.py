@@ -10,10 +10,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from litseg.chunkers.base import Chunker, UnitResult
+from litseg.errors import ModelUnreachable, SetupError
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.llm.batching import run_batched
+from litseg.segmentation.preprocess import paragraph_starts
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.repair import whole_unit_segments
+from litseg.segmentation.schema import Segment
 
 from litseg.segmentation.types import Document, Unit
 from litseg.segmentation.validation import ValidationIssue, blocking_issues, feedback_message
@@ -24,25 +27,42 @@ _WS = re.compile(r"\s+")
 Ask = Callable[[ChatRequest], Completion]
 
 
-def number_sentences(texts: Sequence[str]) -> str:
-    """``[1] First sentence.\\n[2] Second ...``; line breaks inside a sentence become spaces."""
-    return "\n".join(f"[{i}] {_WS.sub(' ', t).strip()}" for i, t in enumerate(texts, start=1))
+def number_sentences(texts: Sequence[str], paragraph_starts: Sequence[bool] | None = None) -> str:
+    """``[1] First sentence.\\n[2] Second ...``; line breaks inside a sentence become spaces.
+
+    With ``paragraph_starts`` an empty line goes before every sentence that opens a paragraph
+    (the first excepted): a cue the sentence numbers alone lose (most plot boundaries of the
+    shared teacher annotations fall on one).
+    """
+    lines: list[str] = []
+    for i, t in enumerate(texts, start=1):
+        if paragraph_starts is not None and i > 1 and paragraph_starts[i - 1]:
+            lines.append("")
+        lines.append(f"[{i}] {_WS.sub(' ', t).strip()}")
+    return "\n".join(lines)
 
 
 def unit_sentence_texts(doc: Document, unit: Unit) -> list[str]:
     return [doc.text[s.start : s.end] for s in unit.sentences]
 
 
+def unit_paragraph_starts(doc: Document, unit: Unit) -> list[bool]:
+    return paragraph_starts(doc.text, [(s.start, s.end) for s in unit.sentences])
+
+
 def render_single_pass_messages(
-    prompt: Mapping[str, Any], sentence_texts: Sequence[str], length_reference: Mapping[str, Any] | None = None
+    prompt: Mapping[str, Any], sentence_texts: Sequence[str], length_reference: Mapping[str, Any] | None = None,
+    paragraph_starts: Sequence[bool] | None = None,
 ) -> list[dict[str, str]]:
     """System + user messages of a single-pass prompt (LitSeg-Lite and its ablations).
 
     The training-data builder calls this too, so the student is trained on exactly the prompt
-    it is run with.
+    it is run with. Paragraph breaks are shown only when the prompt asks for them
+    (``paragraph_breaks: true``) and they are known.
     """
+    breaks = paragraph_starts if prompt.get("paragraph_breaks") else None
     user = str(prompt["user"]).format(
-        chapter=number_sentences(sentence_texts),
+        chapter=number_sentences(sentence_texts, breaks),
         last_index=len(sentence_texts),
         length_hint=render_length_hint(prompt, length_reference),
     )
@@ -94,16 +114,27 @@ def make_feedback(template: Mapping[str, Any] | None, max_attempts: int):
     return feedback
 
 
+def unreachable_result(name: str, doc: Document, unit: Unit, exc: ModelUnreachable, seconds: float) -> UnitResult:
+    """A unit the model could not be reached for: failed, with no chunks (a rerun asks again)."""
+    log.error("%s: unit %s/%s failed, the model could not be reached: %s", name, doc.book_id, unit.unit_id, exc)
+    error = f"model unreachable: {exc}"
+    diag = {**exc.diagnostics, "method": name, "error": error, "unreachable": True, "seconds": seconds}
+    return UnitResult(doc.book_id, unit.unit_id, [], diag, error=error)
+
+
 class LLMChunker(Chunker):
     """Base of the chunkers that segment a unit through a sequence of LLM calls.
 
     Subclasses implement :meth:`_segment` as plain sequential code calling ``ask(request)``;
     this class runs many units at once through :func:`run_batched` (so batching backends serve
     them together) and turns a unit that raises into a recorded failure with whole-unit chunks,
-    so one bad unit never stops the others.
+    so one bad unit never stops the others. A unit the model could not be reached for
+    (:class:`~litseg.errors.ModelUnreachable`) fails with no chunks at all; a
+    :class:`~litseg.errors.SetupError` (the model cannot serve) stops the run.
     """
 
     llm: ChatModel
+    fallback: str = "pieces"  # a unit that raises: "pieces" under fallback_max_words | "whole_unit" (one chunk)
     fallback_max_words: int = 400
     context_position: str = "auto"
     workers: int = 8
@@ -116,13 +147,21 @@ class LLMChunker(Chunker):
         t0 = time.perf_counter()
         try:
             return self._segment(doc, unit, ask)
+        except SetupError:
+            raise  # the model cannot serve at all: the run stops once, not unit by unit
+        except ModelUnreachable as exc:
+            return unreachable_result(self.name, doc, unit, exc, time.perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001 - recorded on the unit, the batch continues
             log.exception("%s: unit %s/%s failed", self.name, doc.book_id, unit.unit_id)
             error = f"{type(exc).__name__}: {exc}"
-            segments = whole_unit_segments(unit.n_sentences, sentence_word_counts(doc, unit),
-                                           self.fallback_max_words)
+            if self.fallback == "whole_unit":
+                segments = [Segment(from_idx=1, to_idx=unit.n_sentences)] if unit.n_sentences else []
+            else:
+                segments = whole_unit_segments(unit.n_sentences, sentence_word_counts(doc, unit),
+                                               self.fallback_max_words)
             chunks = build_chunks(doc, unit, segments, method=self.name, context_position=self.context_position)
-            diag = {"method": self.name, "tries": 0, "calls": 0, "fallback": "whole_unit", "error": error,
+            diag = {"method": self.name, "tries": 0, "calls": 0, "fallback": "whole_unit",
+                    "unit_fallback": self.fallback, "error": error,
                     "seconds": time.perf_counter() - t0, "segments": [s.model_dump() for s in segments]}
             return UnitResult(doc.book_id, unit.unit_id, chunks, diag, error=error)
 

@@ -34,9 +34,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.llm_common import unreachable_result
 from litseg.chunkers.merge import with_merge
 from litseg.chunkers.perplexity import sentence_run_chunks
 from litseg.chunkers.spans import span_stats
+from litseg.errors import ModelUnreachable, is_unavailable
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.llm.batching import run_batched
 from litseg.segmentation.types import Document, Unit
@@ -193,6 +195,9 @@ class LumberChunker(Chunker):
             stats["cached_tokens"] += completion.cached_tokens
             stats["completion_tokens"] += completion.completion_tokens
             stats["cache_hits"] += int(completion.from_cache)
+            if is_unavailable(completion):  # never seen by the model: the unit fails, no window_end fallback
+                raise ModelUnreachable(completion.error or "model unavailable", {k: stats[k] for k in (
+                    "calls", "prompt_tokens", "cached_tokens", "completion_tokens")})
             if completion.error is not None:
                 shift, why = None, f"the model failed ({completion.error})"
             else:
@@ -257,12 +262,19 @@ class LumberChunker(Chunker):
         }
         return UnitResult(unit.book_id, unit.unit_id, chunks, diagnostics)
 
+    def _reachable_segment(self, doc: Document, unit: Unit, ask: Ask) -> UnitResult:
+        started = time.perf_counter()
+        try:
+            return self._segment(doc, unit, ask)
+        except ModelUnreachable as exc:
+            return unreachable_result(self.name, doc, unit, exc, time.perf_counter() - started)
+
     def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
-        return self._segment(doc, unit, self.llm.chat)
+        return self._reachable_segment(doc, unit, self.llm.chat)
 
     def chunk_units(self, doc: Document, units: Iterable[Unit]) -> Iterator[UnitResult]:
         # Units are independent: their window loops run side by side and their calls are batched.
-        jobs = [lambda ask, u=u: self._segment(doc, u, ask) for u in units]
+        jobs = [lambda ask, u=u: self._reachable_segment(doc, u, ask) for u in units]
         yield from run_batched(self.llm, jobs, workers=self.workers)
 
     def fingerprint(self) -> dict[str, Any]:

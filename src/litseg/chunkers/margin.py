@@ -14,9 +14,10 @@ Per unit, walking the sentences in order with a running chunk that starts as sen
 4. with ``dynamic_threshold: true`` the threshold starts at ``threshold`` and, after every
    decision, becomes the mean of the margins seen so far in the unit (the last
    ``threshold_window`` of them when set); otherwise it stays at ``threshold``;
-5. length cap: when adding the sentence would take the running chunk past ``max_chunk_words``
-   words, a new chunk starts without asking (counted as a forced split; null = no cap). The cap
-   also bounds the prompt.
+5. optional length cap, off by default (``max_chunk_words: null``, as the method asks the model
+   about every sentence): when set and adding the sentence would take the running chunk past
+   that many words, a new chunk starts without asking (counted as a forced split). Without the
+   cap the prompt is bounded by the unit (``preprocess.max_words``).
 
 Chunks are runs of whole sentences whose spans tile the unit.
 """
@@ -58,7 +59,7 @@ class MarginSamplingChunker(Chunker):
         threshold: float = 0.0,
         dynamic_threshold: bool = True,
         threshold_window: int | None = None,
-        max_chunk_words: int | None = 400,
+        max_chunk_words: int | None = None,
         renormalize: bool = False,
         name: str = "margin_sampling",
     ) -> None:
@@ -153,7 +154,7 @@ class MarginSamplingChunker(Chunker):
 def _build(template: Mapping[str, Any], model: str | None = None, gguf_file: str | None = None,
            dtype: str = "auto", device: str = "auto", num_threads: int | None = None, model_id: str | None = None,
            threshold: float = 0.0, dynamic_threshold: bool = True, threshold_window: int | None = None,
-           max_chunk_words: int | None = 400, renormalize: bool = False,
+           max_chunk_words: int | None = None, renormalize: bool = False,
            merge: dict[str, Any] | None = None) -> Chunker:
     scorer = load_scorer(model, gguf_file, dtype, device, num_threads, model_id)
     return with_merge(MarginSamplingChunker(

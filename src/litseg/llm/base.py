@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from litseg.errors import UNAVAILABLE, SetupError  # noqa: F401 - UNAVAILABLE re-exported for backends
+
 
 @dataclass(slots=True)
 class ChatRequest:
@@ -39,6 +41,11 @@ class Completion:
     model: str = ""
     from_cache: bool = False  # answered by the response cache, not the model
     error: str | None = None  # set when the backend failed after its own retries
+    # With ``error``: ``"unavailable"`` when the model could not be reached or would not serve
+    # (connection refused, timeout, HTTP 5xx/429 after the backend's retries, 401/403/404, a body
+    # that is no answer): the model never saw the request, so the caller must not treat it as an
+    # answer (a unit asking it fails, and a rerun asks again). None for other errors.
+    error_kind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,6 +63,12 @@ class Completion:
 
 class ChatModelError(RuntimeError):
     """A model could not be built or could not answer (bad config, missing weights...)."""
+
+
+class ModelUnavailable(ChatModelError, SetupError):
+    """The model cannot serve at all: its folder or weights are missing or unloadable, or no
+    server answers at start. A run stops at once with this message (one line from the entry
+    scripts) instead of failing every unit with it."""
 
 
 class ChatModel(ABC):
@@ -82,6 +95,11 @@ class ChatModel(ABC):
         """Tokens the prompt of ``messages`` costs, chat template included where the backend knows it."""
         per_message_overhead = 4  # role markers and separators of a typical chat template
         return sum(self.count_tokens(m.get("content", "")) + per_message_overhead for m in messages)
+
+    def check(self) -> None:  # noqa: B027 - optional hook
+        """Fail fast with :class:`ModelUnavailable` (one line) when the model cannot serve: called
+        once before a run, so a missing folder or an unreachable server is not found unit by unit.
+        Cheap: it looks, it does not load weights."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (engines, sessions)."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from typing import TypeVar
 
+from litseg.errors import SetupError
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,9 @@ def run_batched(
             continue
         try:
             answers = llm.chat_batch([r for r, _ in pending])
+        except SetupError as exc:  # the model cannot serve at all: no use asking one by one
+            for _, fut in pending:
+                fut.set_exception(exc)
         except Exception:  # noqa: BLE001 - one bad request must not fail its batch-mates
             log.warning("a batch of %d requests failed; asking them one by one", len(pending), exc_info=True)
             for req, fut in pending:

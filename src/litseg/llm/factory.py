@@ -4,6 +4,8 @@
 
     backend: transformers        # embedded | transformers | replay | scripted | openai | vllm | module:attr
     model: path/to/model_dir     # backend settings, passed to the backend's factory as keywords
+    context_window: 8192         # optional: tokens the model reads (preprocess.max_words=auto);
+                                 # dropped here, never passed to the backend
     cache:                       # optional response cache around the backend
       enabled: true
       path: .cache/litseg/llm_responses.sqlite
@@ -117,6 +119,8 @@ def build_llm(config: Mapping[str, Any] | Any) -> ChatModel:
     if not backend:
         raise ValueError(f"llm config needs a backend; available: {', '.join(available_backends())}")
     cache = settings.pop("cache", None) or {}
+    # Read by the run, not the backend: the window preprocess.max_words=auto sizes units to.
+    settings.pop("context_window", None)
     if not isinstance(cache, Mapping):
         raise TypeError(f"llm.cache must be a mapping, got {type(cache).__name__}")
     unknown_cache = sorted(set(cache) - _CACHE_KEYS)

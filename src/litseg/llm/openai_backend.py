@@ -19,7 +19,13 @@ Behaviour:
   ``constrained_decoding`` is on; a 400 saying the server does not support it is retried once
   without it, and the backend then stops sending it;
 * whatever happens, a call returns a :class:`Completion`; after the last try it carries
-  ``error`` and an empty text, so the caller's validation and fallback record it and go on.
+  ``error`` and an empty text. When the model never saw the request (connection refused, timeout,
+  HTTP 5xx/429 after the retries, 401/403/404, a body that is no answer) it also carries
+  ``error_kind="unavailable"``: a chunker then fails the unit (no chunks; a rerun asks again)
+  instead of treating the silence as an answer;
+* :meth:`OpenAIChatModel.check` (called once before a run) asks ``GET {base_url}/models`` and
+  fails fast, in one line, when no server answers, the key is refused or the model is not
+  served (``startup_check: false`` skips it).
 
 The API key comes only from the environment variable named by ``api_key_env`` (default
 ``OPENAI_API_KEY``); it is never logged, never part of :meth:`identity` or ``repr``.
@@ -41,7 +47,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from litseg.llm.base import ChatModel, ChatRequest, Completion
+from litseg.llm.base import UNAVAILABLE, ChatModel, ChatRequest, Completion, ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +55,8 @@ T = TypeVar("T")
 
 # Statuses worth another try: request timeout, conflict, too early, rate limit, server trouble.
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+# Statuses that say this server will not serve this client or model at all (no retry either).
+UNSERVED_STATUS = frozenset({401, 403, 404})
 LOAD_BALANCING = ("least_in_flight", "round_robin")
 
 
@@ -82,6 +90,7 @@ class OpenAIBackendConfig:
     identity_tag: str = ""  # tells apart servers that report the same model name (quantisation...)
     trust_env: bool = True  # honour HTTP(S)_PROXY / NO_PROXY from the environment
     jitter_seed: int | None = None
+    startup_check: bool = True  # check(): GET /models before a run (server up, key accepted, model served)
 
     def __post_init__(self) -> None:
         if isinstance(self.base_urls, str):
@@ -143,6 +152,7 @@ class _Outcome:
     retryable: bool = False
     retry_after: float | None = None
     format_unsupported: bool = False
+    unserved: bool = False  # 401/403/404: this server will not serve the request at all
 
 
 class _LoopThread:
@@ -217,6 +227,50 @@ class OpenAIChatModel(ChatModel):
     @property
     def response_format_supported(self) -> bool:
         return self.config.constrained_decoding and not self._response_format_unsupported
+
+    # ------------------------------------------------------------------ start-up check
+    def check(self) -> None:
+        """``GET {base_url}/models`` on every server: :class:`ModelUnavailable` (one line) when none
+        answers, one refuses the key, or the servers list models but not this one; a warning when
+        only some answer."""
+        cfg = self.config
+        if not cfg.startup_check:
+            return
+        down: list[str] = []
+        served: set[str] = set()
+        timeout = httpx.Timeout(min(cfg.timeout_s, 30.0), connect=cfg.connect_timeout_s)
+        with httpx.Client(timeout=timeout, trust_env=cfg.trust_env) as client:
+            for url in cfg.base_urls:
+                try:
+                    response = client.get(f"{url}/models", headers=self._headers())
+                except httpx.TransportError as exc:  # refused, unreachable, timed out
+                    down.append(f"{url}: {self._redact(str(exc)) or type(exc).__name__}")
+                    continue
+                status = response.status_code
+                if status in (401, 403):
+                    raise ModelUnavailable(f"openai backend: {url} refused the request (HTTP {status}: "
+                                           f"{self._error_message(response)}); export the key in "
+                                           f"${cfg.api_key_env}")
+                if status >= 500:
+                    down.append(f"{url}: HTTP {status}")
+                    continue
+                if status == 200:  # a server without /models (404) is up, but lists nothing
+                    try:
+                        listed = response.json().get("data") or []
+                        served.update(str(m.get("id")) for m in listed if isinstance(m, dict))
+                    except (ValueError, AttributeError):
+                        pass
+        if len(down) == len(cfg.base_urls):
+            raise ModelUnavailable(f"openai backend: no server answers ({'; '.join(down)}); start one "
+                                   "(docs/serving.md) or point llm.base_urls at it")
+        if down:
+            log.warning("openai backend: %d of %d servers do not answer (%s); going on with the others",
+                        len(down), len(cfg.base_urls), "; ".join(down))
+        if served and cfg.model not in served:
+            listing = ", ".join(sorted(served)[:5]) + (" ..." if len(served) > 5 else "")
+            raise ModelUnavailable(f"openai backend: model {cfg.model!r} is not among the models the server "
+                                   f"lists ({listing}); set llm.model to one of them "
+                                   "(llm.startup_check=false skips this check)")
 
     # ------------------------------------------------------------------ sync API
     def chat(self, request: ChatRequest) -> Completion:
@@ -362,7 +416,7 @@ class OpenAIChatModel(ChatModel):
         except Exception as exc:  # a bug or an odd server must not stop the run: report it on the call
             log.exception("openai backend: unexpected failure")
             completion = Completion(text="", error=f"unexpected failure: {self._redact(repr(exc))}",
-                                    finish_reason="error", model=self.config.model)
+                                    finish_reason="error", model=self.config.model, error_kind=UNAVAILABLE)
         completion.seconds = time.perf_counter() - clock[0] if clock else 0.0
         if completion.error is not None:
             self.failed_calls += 1
@@ -397,8 +451,12 @@ class OpenAIChatModel(ChatModel):
         assert last is not None
         verdict = "gave up" if last.retryable else "not retryable"
         log.warning("openai backend: request failed after %d attempt(s), %s: %s", attempt, verdict, last.error)
+        # A request the model never saw is "unavailable": the caller fails the unit rather than
+        # reading the silence as an answer. Other refusals (400: prompt too long...) are the
+        # request's own and stay plain errors.
         return Completion(text="", finish_reason="error", model=cfg.model,
-                          error=f"{last.error} ({verdict} after {attempt} attempt(s))")
+                          error=f"{last.error} ({verdict} after {attempt} attempt(s))",
+                          error_kind=UNAVAILABLE if last.retryable or last.unserved else None)
 
     async def _attempt(self, payload: dict[str, Any], req: ChatRequest, clock: list[float]) -> _Outcome:
         async with self._ensure_semaphore():
@@ -444,7 +502,7 @@ class OpenAIChatModel(ChatModel):
         lowered = message.lower()
         if status in (400, 422) and ("response_format" in lowered or "json_schema" in lowered):
             return _Outcome(error=error, format_unsupported=True)
-        return _Outcome(error=error, retryable=False)
+        return _Outcome(error=error, retryable=False, unserved=status in UNSERVED_STATUS)
 
     def _error_message(self, response: httpx.Response) -> str:
         try:

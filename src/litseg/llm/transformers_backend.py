@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, stable_json
+from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, ModelUnavailable, stable_json
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,9 @@ class TransformersBackendConfig:
         self.chat_template_kwargs = dict(self.chat_template_kwargs or {})
         self.model = str(self.model)
         if self.adapter is not None:
-            self.adapter = str(self.adapter)
+            from litseg.models import resolve_adapter
+
+            self.adapter = resolve_adapter(str(self.adapter))  # a path, or the name of a shipped adapter
 
 
 @dataclass
@@ -210,10 +212,10 @@ def _load(cfg: TransformersBackendConfig) -> _Loaded:
     dtype = _resolve_dtype(cfg.dtype, device)
     model_dir = Path(cfg.model).expanduser()
     if not model_dir.exists():
-        raise ChatModelError(f"transformers backend: model directory {model_dir} does not exist "
+        raise ModelUnavailable(f"transformers backend: model directory {model_dir} does not exist "
                              "(this backend reads local files only; download the model first)")
     if cfg.gguf_file and not (model_dir / cfg.gguf_file).is_file():
-        raise ChatModelError(f"transformers backend: GGUF file {cfg.gguf_file!r} not found in {model_dir}")
+        raise ModelUnavailable(f"transformers backend: GGUF file {cfg.gguf_file!r} not found in {model_dir}")
     start = time.perf_counter()
     if cfg.gguf_file and cfg.convert_gguf and cfg.tokenizer is None:
         model, tokenizer = _load_gguf_converted(str(model_dir), cfg.gguf_file, dtype)
@@ -229,17 +231,17 @@ def _load(cfg: TransformersBackendConfig) -> _Loaded:
         try:
             from peft import PeftModel
         except ImportError as exc:
-            raise ChatModelError("transformers backend: adapter= needs the peft package "
+            raise ModelUnavailable("transformers backend: adapter= needs the peft package "
                                  "(pip install peft)") from exc
         if not Path(cfg.adapter).expanduser().exists():
-            raise ChatModelError(f"transformers backend: adapter directory {cfg.adapter} does not exist")
+            raise ModelUnavailable(f"transformers backend: adapter directory {cfg.adapter} does not exist")
         model = PeftModel.from_pretrained(model, str(Path(cfg.adapter).expanduser()))
         if cfg.merge_adapter:
             model = model.merge_and_unload()
     model.to(device)
     model.eval()
     if tokenizer.chat_template is None:
-        raise ChatModelError(f"transformers backend: the tokenizer of {cfg.model} has no chat template; "
+        raise ModelUnavailable(f"transformers backend: the tokenizer of {cfg.model} has no chat template; "
                              "use an instruct model or set tokenizer= to one that has a template")
     tokenizer.padding_side = "left"  # decoder-only batches must end where generation starts
     eos_ids: set[int] = set()
@@ -249,7 +251,7 @@ def _load(cfg: TransformersBackendConfig) -> _Loaded:
         elif source:
             eos_ids.update(int(x) for x in source)
     if not eos_ids:
-        raise ChatModelError(f"transformers backend: {cfg.model} defines no end-of-sequence token")
+        raise ModelUnavailable(f"transformers backend: {cfg.model} defines no end-of-sequence token")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
     loaded = _Loaded(model=model, tokenizer=tokenizer, device=device, eos_ids=eos_ids, pad_id=pad_id,
                      load_seconds=time.perf_counter() - start)
@@ -330,7 +332,13 @@ class TransformersChatModel(ChatModel):
         if cfg.tokenizer:
             ident["tokenizer"] = cfg.tokenizer
         if cfg.adapter:
-            ident["adapter"] = cfg.adapter
+            from litseg.models import MODELS_DIR, adapter_digest
+
+            # Shipped adapters by name (not this machine's path); every adapter by its weights, so a
+            # retrained adapter in the same folder never reuses the cached answers of the old one.
+            path = Path(cfg.adapter)
+            ident["adapter"] = path.name if path.parent == MODELS_DIR else cfg.adapter
+            ident["adapter_sha256"] = adapter_digest(path)
         ident["dtype"] = cfg.dtype
         ident["constrained_decoding"] = cfg.constrained_decoding
         if cfg.chat_template_kwargs:
@@ -348,8 +356,36 @@ class TransformersChatModel(ChatModel):
         key = self._load_key()
         with _LOAD_LOCK:
             if key not in _LOADED:
-                _LOADED[key] = _load(self.config)
+                try:
+                    _LOADED[key] = _load(self.config)
+                except ChatModelError:
+                    raise
+                except Exception as exc:  # unreadable weights, wrong folder...: the run cannot go on
+                    raise ModelUnavailable(f"transformers backend: cannot load {self.config.model}: "
+                                           f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}") from exc
             return _LOADED[key]
+
+    def check(self) -> None:
+        """The files the model needs are there (folder, GGUF file, config, tokenizer, adapter);
+        nothing is loaded."""
+        cfg = self.config
+        if self._load_key() in _LOADED:
+            return
+        model_dir = Path(cfg.model).expanduser()
+        if not model_dir.is_dir():
+            raise ModelUnavailable(f"transformers backend: model directory {model_dir} does not exist "
+                                   "(this backend reads local files only; download the model first)")
+        if cfg.gguf_file:
+            if not (model_dir / cfg.gguf_file).is_file():
+                raise ModelUnavailable(f"transformers backend: GGUF file {cfg.gguf_file!r} not found in {model_dir}")
+        elif not (model_dir / "config.json").is_file():
+            raise ModelUnavailable(f"transformers backend: {model_dir} holds no config.json (not a model "
+                                   "folder; for a GGUF file set llm.gguf_file)")
+        if cfg.tokenizer and not Path(cfg.tokenizer).expanduser().exists():
+            raise ModelUnavailable(f"transformers backend: tokenizer {cfg.tokenizer} does not exist")
+        if cfg.adapter and not (Path(cfg.adapter).expanduser() / "adapter_config.json").is_file():
+            raise ModelUnavailable(f"transformers backend: {cfg.adapter} holds no LoRA adapter "
+                                   "(adapter_config.json missing)")
 
     @property
     def tokenizer(self) -> Any:

@@ -29,10 +29,11 @@ import os
 import queue
 import threading
 import time
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from litseg.llm.base import ChatModel, ChatRequest, Completion
+from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +343,18 @@ class VLLMChatModel(ChatModel):
         cfg = self.config
         return (f"VLLMChatModel(model={cfg.model!r}, tp={cfg.tensor_parallel_size}, "
                 f"dp={cfg.data_parallel_size}, lora={cfg.adapter!r})")
+
+    def check(self) -> None:
+        """vllm importable, and a model or adapter given as a local path exists (a hub name is
+        left to vllm); nothing is loaded."""
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise ModelUnavailable("llm=vllm needs the vllm package (CUDA only): pip install 'litseg[vllm]'; "
+                                   "without a GPU use llm=openai against a server, or the transformers backend")
+        for label, value in (("model", self.config.model), ("adapter", self.config.adapter)):
+            if value and str(value).startswith(("/", "./", "../", "~")) and not Path(value).expanduser().exists():
+                raise ModelUnavailable(f"vllm backend: {label} {value} does not exist")
 
     @property
     def engine(self) -> Any:

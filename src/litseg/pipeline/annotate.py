@@ -10,7 +10,13 @@ restart skips it without reading it again.
 Units of several books are handed to the chunker together (``window_units`` at a time) when it
 can take them (``chunk_many``), so a batching backend sees wide batches across book boundaries.
 A unit that fails outright is recorded in ``failures.jsonl``, counted, and left uncommitted (the
-next run tries it again); the others go on.
+next run tries it again); the others go on. A unit the model could not be reached for (connection
+refused, timeout, server errors after the backend's retries) is such a failure, never a fallback.
+
+A run directory belongs to one setup (``setup.json``: the chunker's fingerprint and the
+preprocessing settings, what :func:`unit_key` hashes besides the text). A run of another setup
+into a directory that holds committed units is refused (:class:`RunSetupMismatch`): its units
+would get other keys and land beside the old ones instead of resuming them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.chunkers.base import Chunker, UnitResult
+from litseg.errors import SetupError
 from litseg.llm.base import stable_json
 from litseg.pipeline.sources import BookSource, _file_hash
 from litseg.pipeline.store import FAILURES, LEDGER, RunStore, iter_jsonl
@@ -35,6 +42,9 @@ from litseg.segmentation.types import Document, Unit
 log = logging.getLogger(__name__)
 
 SUMMARY = "run_summary.json"
+SETUP = "setup.json"
+#: Failed units named in the summary (all of them are in failures.jsonl).
+MAX_LISTED_FAILURES = 100
 
 
 def unit_key(doc: Document, unit: Unit, fingerprint: dict[str, Any]) -> str:
@@ -49,11 +59,105 @@ def unit_key(doc: Document, unit: Unit, fingerprint: dict[str, Any]) -> str:
     return h.hexdigest()[:32]
 
 
+class RunSetupMismatch(SetupError):
+    """A run directory holds committed units of another setup."""
+
+
+def run_setup(fingerprint: dict[str, Any], prepare_settings: dict[str, Any] | None) -> dict[str, Any]:
+    """What a run directory belongs to: the chunker's fingerprint (method, parameters, prompt
+    version, model identity) and the preprocessing settings, as :func:`unit_key` hashes them."""
+    return json.loads(stable_json({"fingerprint": fingerprint, "preprocess": prepare_settings or {}}))
+
+
+def recorded_setup(out_dir: Path) -> dict[str, Any] | None:
+    """The setup a run directory was written with: ``setup.json``, else the fingerprint in the
+    ``run_summary.json`` of a run made before setup.json existed; None when neither is there."""
+    for name in (SETUP, SUMMARY):
+        path = Path(out_dir) / name
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if name == SETUP and isinstance(data, dict):
+            return data
+        if isinstance(data, dict) and isinstance(data.get("fingerprint"), dict):
+            return {"fingerprint": json.loads(stable_json(data["fingerprint"]))}
+    return None
+
+
+def holds_units(out_dir: Path) -> bool:
+    """Whether the run directory has committed units."""
+    return any("key" in row for row in iter_jsonl(Path(out_dir) / LEDGER))
+
+
+def setup_differences(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """``key: old before, new now`` for every setting that differs (dotted paths; the
+    fingerprint's keys unprefixed, its ``name`` as ``method``). Only the parts ``before`` records
+    are compared (an old run directory may record the fingerprint alone)."""
+    def flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(tree, dict) and tree:
+            out: dict[str, Any] = {}
+            for k, v in tree.items():
+                out.update(flat(v, f"{prefix}.{k}" if prefix else str(k)))
+            return out
+        return {prefix: tree}
+
+    def label(key: str) -> str:
+        key = key.removeprefix("fingerprint.")
+        return "method" if key == "name" else key
+
+    def show(value: Any) -> str:
+        text = "unset" if value is _UNSET else repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    a = flat({k: v for k, v in before.items() if k in now})
+    b = flat({k: v for k, v in now.items() if k in before})
+    keys = sorted(set(a) | set(b), key=lambda k: (label(k) != "method", label(k)))
+    return [f"{label(k)}: {show(a.get(k, _UNSET))} before, {show(b.get(k, _UNSET))} now"
+            for k in keys if a.get(k, _UNSET) != b.get(k, _UNSET)]
+
+
+_UNSET = object()
+
+
+def setup_conflict(out_dir: Path, setup: dict[str, Any]) -> str | None:
+    """Why ``out_dir`` cannot take a run of ``setup`` (one line), or None when it can."""
+    recorded = recorded_setup(out_dir)
+    if recorded is None or not holds_units(out_dir):
+        return None
+    differences = setup_differences(recorded, setup)
+    if not differences:
+        return None
+    if differences[0].startswith("method:"):  # another chunker: its parameters differ as a matter of course
+        shown = differences[0]
+    else:
+        shown = "; ".join(differences[:4]) + (f"; and {len(differences) - 4} more" if len(differences) > 4 else "")
+    return (f"{out_dir} holds a run of another setup ({shown}). Units resume by a key over their text and "
+            "this setup (unit_key), so this run would put a second segmentation beside the first instead "
+            "of resuming it; use another hydra.run.dir, add +new_dir=true (a fresh folder beside this "
+            "one), or resume=false (start this folder over)")
+
+
+def claim_run_dir(out_dir: Path, setup: dict[str, Any]) -> None:
+    """Refuse a directory holding another setup's units (:class:`RunSetupMismatch`); otherwise
+    record ``setup`` as the directory's (setup.json)."""
+    conflict = setup_conflict(out_dir, setup)
+    if conflict:
+        raise RunSetupMismatch(conflict)
+    if recorded_setup(out_dir) != setup or not (Path(out_dir) / SETUP).is_file():
+        _write_json(Path(out_dir) / SETUP, setup)
+
+
 def sentence_rows(doc: Document, unit: Unit) -> list[dict[str, Any]]:
+    """One row per sentence; ``para`` says whether it opens a paragraph (a prompt cue the
+    training-data builder needs without the source text)."""
+    from litseg.segmentation.preprocess import paragraph_starts
+
+    paras = paragraph_starts(doc.text, [(s.start, s.end) for s in unit.sentences])
     return [
         {"book_id": doc.book_id, "unit_id": unit.unit_id, "idx": s.idx, "start": s.start, "end": s.end,
-         "text": doc.text[s.start : s.end]}
-        for s in unit.sentences
+         "text": doc.text[s.start : s.end], "para": para}
+        for s, para in zip(unit.sentences, paras)
     ]
 
 
@@ -76,6 +180,9 @@ class RunTotals:
     repairs: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
     stages_unavailable: dict[str, int] = field(default_factory=dict)
+    failed_units: list[dict[str, str]] = field(default_factory=list)  # book_id, unit_id, error (first 100)
+    limit_hits: int = 0  # answer fields that reached a schema limit (diagnostics: limit_hits)
+    units_with_limit_hits: int = 0
     seconds: float = 0.0
     model_seconds: float = 0.0
     source_words: int = 0
@@ -93,6 +200,9 @@ class RunTotals:
         self.repairs += len(diag.get("repairs", []) or [])
         fb = str(diag.get("fallback", "none"))
         self.fallbacks[fb] = self.fallbacks.get(fb, 0) + 1
+        hits = diag.get("limit_hits") or []
+        self.limit_hits += len(hits)
+        self.units_with_limit_hits += bool(hits)
         for stage in diag.get("stages_unavailable", []) or []:
             self.stages_unavailable[stage] = self.stages_unavailable.get(stage, 0) + 1
         self.model_seconds += float(diag.get("model_seconds", diag.get("seconds", 0.0)) or 0.0)
@@ -160,14 +270,21 @@ def annotate(
     from tqdm.auto import tqdm
 
     out_dir = Path(out_dir)
+    fingerprint = chunker.fingerprint()
+    setup = run_setup(fingerprint, prepare_settings)
     if not resume:
         _clear_run_files(out_dir)
+        (out_dir / SETUP).unlink(missing_ok=True)
     store = RunStore(out_dir, durable=durable).open()
+    try:
+        claim_run_dir(out_dir, setup)  # under the lock: no other writer between the check and the claim
+    except BaseException:
+        store.close()
+        raise
     if store.recovered:
         log.warning("cut off leftovers of an interrupted run: %s", store.recovered)
     totals = RunTotals()
     t0 = time.perf_counter()
-    fingerprint = chunker.fingerprint()
     book_salt = stable_json({"fingerprint": fingerprint, "prepare": prepare_settings or {}, "limit": limit_units})
     labels_to_ids = {str(row.get("source_path")): bid for bid, row in store.documents.items()}
     ids_in_run: set[str] = set()
@@ -186,6 +303,9 @@ def annotate(
         if res.error is not None:
             store.record_failure(item.key, diag)
             totals.units_failed += 1
+            if len(totals.failed_units) < MAX_LISTED_FAILURES:
+                totals.failed_units.append({"book_id": book.doc.book_id, "unit_id": item.unit.unit_id,
+                                            "error": str(res.error)[:300]})
             book.failed += 1
             log.error("unit %s/%s failed: %s", book.doc.book_id, item.unit.unit_id, res.error)
         else:
@@ -311,11 +431,15 @@ def _run_items(chunker: Chunker, items: list[_Pending], batchable: bool) -> Iter
                 log.warning("chunker returned an unexpected unit %s/%s", res.book_id, res.unit_id)
                 continue
             yield item, res
+    except SetupError:
+        raise  # the model cannot serve at all: stop the run once, not unit by unit
     except Exception:  # noqa: BLE001 - the batch broke; finish its units one by one
         log.exception("%s: a batch failed; running its %d remaining unit(s) one by one", chunker.name, len(remaining))
     for item in list(remaining.values()):
         try:
             res = chunker.chunk_unit(item.book.doc, item.unit)
+        except SetupError:
+            raise
         except Exception as exc:  # noqa: BLE001 - recorded as this unit's failure
             res = UnitResult(item.book.doc.book_id, item.unit.unit_id, [], {}, error=f"{type(exc).__name__}: {exc}")
         yield item, res
@@ -350,6 +474,8 @@ def _unit_diagnostics(doc: Document, unit: Unit, res: UnitResult) -> dict[str, A
     )
     d.setdefault("tries", 1)
     d.setdefault("fallback", "none")
+    if unit.part is not None:  # a chapter longer than preprocess.max_words, cut into pieces
+        d["cut"] = {"reason": "word_cap", "part": unit.part[0], "parts": unit.part[1]}
     return d
 
 
@@ -369,6 +495,8 @@ def _record_document(store: RunStore, out_dir: Path, doc: Document, source: Book
         "encoding": doc.encoding, "sha256": hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest(),
         "n_chars": len(doc.text), "n_units": len(doc.units), "text_file": str(text_file) if text_file else None,
         "warnings": doc.warnings,
+        # front and back matter kept out of the units, with reasons and word counts
+        "matter": [m.to_dict(doc.text) for m in getattr(doc, "matter", [])],
     })
 
 

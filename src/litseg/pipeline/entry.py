@@ -9,7 +9,9 @@ Optional keys beyond ``conf/annotate.yaml`` (add them with ``+key=value``):
   process per shard, each into its own run directory; export merges them);
 * ``window_units``: units handed to a batching chunker at once, across books (default 256);
 * ``export``: ``{enabled: true, parquet: false, shard_rows: 50000, dir: null}``;
-* ``view_max_chunks``: largest run for which view.html is written (default 5000 chunks).
+* ``view_max_chunks``: largest run for which view.html is written (default 5000 chunks);
+* ``new_dir``: when the run directory holds units of another setup (method, parameters, prompt,
+  model, preprocessing), write to a fresh folder beside it (``DIR-2``, ...) instead of refusing.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from litseg.chunkers.base import Chunker, build_chunker_from_config
-from litseg.pipeline.annotate import annotate
+from litseg.errors import SetupError
+from litseg.pipeline.annotate import RunSetupMismatch, annotate, run_setup, setup_conflict
 from litseg.pipeline.length_reference import active_reference, with_length_hint
 from litseg.pipeline.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
 from litseg.pipeline.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
 from litseg.pipeline.view import chunk_table, render_html
+from litseg.pipeline.word_cap import resolve_word_cap
 from litseg.segmentation.types import Document
 
 log = logging.getLogger(__name__)
@@ -104,24 +108,60 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
     from litseg.segmentation.preprocess import prepare_document
 
     out = Path(out_dir) if out_dir else output_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     chunker, reference = build_chunker_for_run(cfg)
     prep = cfg.preprocess
-    prepare = partial(prepare_document, max_words=int(prep.max_words),
+    try:
+        # Setup errors stop the run here, once, in one line (litseg.cli), before anything is written.
+        if not callable(getattr(chunker, "book_sources", None)):
+            if OmegaConf.is_missing(cfg, "input"):
+                raise SetupError("input is missing: name the books to segment, e.g. input=path/to/book.txt "
+                                 "(a file, a directory or a glob)")
+            if not is_dataset_spec(_plain(cfg.input)):
+                from litseg.segmentation.reading import iter_input_paths
+
+                iter_input_paths(_plain(cfg.input))  # FileNotFoundError naming what was looked for
+        check = getattr(chunker, "check", None)
+        if callable(check):
+            check()
+        # preprocess.max_words: a number, or auto (the model's context window; litseg.pipeline.word_cap)
+        cap = resolve_word_cap(_plain(prep), chunker, _plain(cfg.get("llm")))
+        log.info("unit word cap: %s", cap.describe())
+        prep_settings = {k: v for k, v in _plain(prep).items() if k != "auto"} | {"max_words": cap.max_words}
+        out = _run_dir_for(out, run_setup(chunker.fingerprint(), prep_settings), cfg)
+    except BaseException:
+        close = getattr(chunker, "close", None)
+        if callable(close):
+            close()
+        raise
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    prepare = partial(prepare_document, max_words=cap.max_words,
                       max_sentence_words=int(prep.max_sentence_words),
                       keep_front_matter=bool(prep.get("keep_front_matter", False)))
+    book_sources = getattr(chunker, "book_sources", None)  # a chunker that brings its own books (imported)
+    if callable(book_sources):
+        inputs: Any = book_sources(prepare)
+        given = None if OmegaConf.is_missing(cfg, "input") else _plain(cfg.input)
+        if given:
+            log.warning("method=%s reads the books its records name; input=%s is ignored", chunker.name, given)
+        spec: Any = str(getattr(chunker, "path", chunker.name))
+    else:
+        inputs, spec = input_sources(cfg, prepare), _plain(cfg.input)
     extra = {"prompt_versions": prompt_versions(cfg, chunker), "length_reference": reference,
-             "shard": cfg.get("shard"), "input": _plain(cfg.input)}
+             "shard": cfg.get("shard"), "input": spec, "word_cap": cap.to_dict()}
     try:
-        summary = annotate(inputs=input_sources(cfg, prepare), chunker=chunker, out_dir=out, prepare=prepare,
+        summary = annotate(inputs=inputs, chunker=chunker, out_dir=out, prepare=prepare,
                            limit_units=cfg.get("limit_units"), resume=bool(cfg.resume),
-                           window_units=int(cfg.get("window_units") or 256), prepare_settings=_plain(prep),
+                           window_units=int(cfg.get("window_units") or 256), prepare_settings=prep_settings,
                            extra_summary=extra)
     finally:
         close = getattr(chunker, "close", None)
         if callable(close):
             close()
+    chunker_summary = getattr(chunker, "summary", None)
+    if callable(chunker_summary):
+        summary.update(chunker_summary())
+        _rewrite_summary(out, summary)
     export = _plain(cfg.get("export")) or {}
     if export.get("enabled", True):
         from litseg.pipeline.export import DEFAULT_SHARD_ROWS, export_runs
@@ -139,6 +179,30 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
             log.info("view.html skipped: %d chunks > view_max_chunks=%d", summary["chunks_total_in_dir"], cap)
     _print_end(cfg, out, summary)
     return summary
+
+
+def _run_dir_for(out: Path, setup: dict[str, Any], cfg: DictConfig) -> Path:
+    """``out``, unless it holds units of another setup: then a fresh folder beside it with
+    ``+new_dir=true`` (``out-2``, ``out-3``...), else :class:`RunSetupMismatch` in one line."""
+    if not bool(cfg.get("resume", True)):
+        return out
+    conflict = setup_conflict(out, setup)
+    if conflict is None:
+        return out
+    if not cfg.get("new_dir"):
+        raise RunSetupMismatch(conflict)
+    k = 2
+    while setup_conflict(out.with_name(f"{out.name}-{k}"), setup) is not None:
+        k += 1
+    fresh = out.with_name(f"{out.name}-{k}")
+    log.warning("%s holds a run of another setup; writing this one to %s", out, fresh)
+    return fresh
+
+
+def _rewrite_summary(out: Path, summary: dict[str, Any]) -> None:
+    from litseg.pipeline.annotate import SUMMARY, _write_json
+
+    _write_json(out / SUMMARY, summary)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -217,6 +281,12 @@ def _print_end(cfg: DictConfig, out: Path, summary: dict[str, Any]) -> None:
     if summary["units_failed"]:
         console.print(f"[red]{summary['units_failed']} unit(s) failed[/red]; errors in {out / 'failures.jsonl'} "
                       "(a rerun into this directory tries them again)")
+        listed = summary.get("failed_units") or []
+        for fail in listed[:20]:
+            console.print(f"  failed: {fail['book_id']}/{fail['unit_id']}: {fail['error']}", markup=False,
+                          highlight=False, soft_wrap=True)
+        if summary["units_failed"] > min(len(listed), 20):
+            console.print(f"  ... and {summary['units_failed'] - min(len(listed), 20)} more", markup=False)
     if "export" in summary:
         console.print(f"dataset: {summary['export']['dir']}")
     console.print(f"outputs: {out}")

@@ -44,7 +44,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.pipeline.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, iter_jsonl, read_range
+from litseg.pipeline.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, iter_jsonl, read_range, safe_line
+from litseg.segmentation.textsafe import clean_value
 from litseg.segmentation.types import Chunk
 
 log = logging.getLogger(__name__)
@@ -187,23 +188,31 @@ class _ShardWriter:
         self.shard_rows = shard_rows
         self.parquet = parquet
         self.rows = 0
-        self._buffer: list[dict[str, Any]] = []
+        self.repaired_rows = 0  # rows with a value UTF-8/JSON cannot hold, replaced to write them
+        self._buffer: list[dict[str, Any]] = []  # rows of the current shard, kept for Parquet only
+        self._lines: list[bytes] = []  # its JSONL lines
         self._parts: list[Path] = []
 
     def add(self, rows: Iterable[dict[str, Any]]) -> None:
         for r in rows:
-            self._buffer.append(_conform(r, self.columns))
+            row = _conform(r, self.columns)
+            line, changed = safe_line(row)
+            if changed:  # e.g. a lone surrogate in a run written by an older version
+                row = clean_value(row)[0]
+                self.repaired_rows += 1
+            if self.parquet:
+                self._buffer.append(row)
+            self._lines.append(line)
             self.rows += 1
-            if len(self._buffer) >= self.shard_rows:
+            if len(self._lines) >= self.shard_rows:
                 self._flush()
 
     def _flush(self) -> None:
-        if not self._buffer and self._parts:
+        if not self._lines and self._parts:
             return
         part = self.dir / f"part-{len(self._parts):05d}"
-        with part.with_suffix(".jsonl").open("w", encoding="utf-8") as f:
-            for r in self._buffer:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        with part.with_suffix(".jsonl").open("wb") as f:
+            f.write(b"".join(self._lines))
         if self.parquet:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -212,10 +221,11 @@ class _ShardWriter:
                            part.with_suffix(".parquet"))
         self._parts.append(part)
         self._buffer = []
+        self._lines = []
 
     def close(self) -> list[str]:
         """Write the last shard and give every shard its final name (``train-00000-of-00004.jsonl`` style)."""
-        if self._buffer or not self._parts:
+        if self._lines or not self._parts:
             self._flush()
         total = len(self._parts)
         names: list[str] = []
@@ -291,7 +301,8 @@ def _write_export(runs: list[Path], root: Path, *, shard_rows: int, parquet: boo
                 if d.get("book_id") in books:
                     docs.setdefault(str(d["book_id"]), d)
         writers["documents"].add(docs[b] for b in sorted(docs))
-    files = {t: {"files": w.close(), "rows": w.rows, "format": "jsonl+parquet" if parquet else "jsonl"}
+    files = {t: {"files": w.close(), "rows": w.rows, "format": "jsonl+parquet" if parquet else "jsonl",
+                 **({"repaired_rows": w.repaired_rows} if w.repaired_rows else {})}
              for t, w in writers.items()}
     manifest = _manifest(runs, files, committed, len(books), fallbacks)
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")

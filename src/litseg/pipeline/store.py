@@ -12,6 +12,11 @@ rewriting the data files instead.
 Besides the unit ledger, ``books.jsonl`` notes every book whose units are all committed (so a
 restart skips it without reading it again) and ``failures.jsonl`` keeps the error of every unit
 that failed outright; such a unit is not committed, so the next run tries it again.
+
+Writing never fails on content. Every row is serialised before anything is written; a value
+UTF-8 cannot hold (a lone surrogate from a model's reply) or JSON cannot print (an integer past
+Python's conversion limit) is replaced (:func:`litseg.segmentation.textsafe.clean_value`), and
+the unit's ledger line says so under ``storage_notes``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from litseg.segmentation.textsafe import clean_value
 
 CHUNKS = "chunks.jsonl"
 SENTENCES = "sentences.jsonl"
@@ -52,7 +59,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
+            except ValueError:  # a torn line (or a number past the conversion limit)
                 continue
             if isinstance(row, dict):
                 yield row
@@ -68,11 +75,24 @@ def read_range(path: Path, start: int, end: int) -> list[dict[str, Any]]:
     with path.open("rb") as f:
         f.seek(start)
         blob = f.read(end - start)
-    return [json.loads(line) for line in blob.decode("utf-8").splitlines() if line.strip()]
+    # Split on b"\n" only: str.splitlines() would also cut at U+2028, U+0085, ... which JSON
+    # writes unescaped inside strings (a sentence holding a line separator broke the export).
+    return [json.loads(line) for line in blob.split(b"\n") if line.strip()]
 
 
 def dumps_line(row: dict[str, Any]) -> bytes:
-    return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    """One JSONL line; values that cannot be written are replaced (see :func:`safe_line`)."""
+    return safe_line(row)[0]
+
+
+def safe_line(row: dict[str, Any]) -> tuple[bytes, int]:
+    """One JSONL line and the number of values that had to be replaced to write it (lone
+    surrogates, control characters in the same strings, integers past the conversion limit)."""
+    try:
+        return (json.dumps(row, ensure_ascii=False, default=str) + "\n").encode("utf-8"), 0
+    except (UnicodeEncodeError, ValueError):
+        cleaned, changes = clean_value(row)
+        return (json.dumps(cleaned, ensure_ascii=False, default=str) + "\n").encode("utf-8"), max(1, changes)
 
 
 class RunStore:
@@ -217,13 +237,32 @@ class RunStore:
         sentences: Iterable[dict[str, Any]],
         diagnostics: dict[str, Any],
     ) -> dict[str, Any]:
-        """Append a finished unit; the ledger line goes last so a crash leaves no half unit."""
-        offsets = {
-            CHUNKS: self._append(CHUNKS, ({**c, "unit_key": key} for c in chunks)),
-            SENTENCES: self._append(SENTENCES, ({**s, "unit_key": key} for s in sentences)),
-        }
+        """Append a finished unit; the ledger line goes last so a crash leaves no half unit.
+
+        All lines are made before the first is written, so content can never stop a commit
+        halfway; values that had to be replaced are counted in ``storage_notes``."""
+        notes: list[str] = []
+        lines: dict[str, list[bytes]] = {}
+        for name, rows in ((CHUNKS, chunks), (SENTENCES, sentences)):
+            lines[name] = []
+            changed = 0
+            for r in rows:
+                line, k = safe_line({**r, "unit_key": key})
+                lines[name].append(line)
+                changed += k
+            if changed:
+                notes.append(f"{name}: {changed} value(s) that cannot be stored (lone surrogates, "
+                             "control characters, over-long integers) replaced")
+        offsets = {name: self._append_lines(name, lines[name]) for name in DATA_FILES}
         row = {**diagnostics, "key": key, "offsets": offsets}
-        self._append(LEDGER, [row])
+        if notes:
+            row["storage_notes"] = [*(row.get("storage_notes") or []), *notes]
+        ledger_line, k = safe_line(row)
+        if k:
+            row["storage_notes"] = [*(row.get("storage_notes") or []),
+                                    f"{LEDGER}: {k} value(s) that cannot be stored replaced"]
+            ledger_line = safe_line(row)[0]
+        self._append_lines(LEDGER, [ledger_line])
         self.done[key] = {k: row[k] for k in _DONE_FIELDS if k in row}
         return row
 
@@ -242,10 +281,12 @@ class RunStore:
         self.documents[row["book_id"]] = row
 
     def _append(self, name: str, rows: Iterable[dict[str, Any]]) -> list[int]:
+        return self._append_lines(name, [dumps_line(r) for r in rows])
+
+    def _append_lines(self, name: str, lines: list[bytes]) -> list[int]:
         with (self.dir / name).open("ab") as f:
             start = f.seek(0, os.SEEK_END)
-            for r in rows:
-                f.write(dumps_line(r))
+            f.write(b"".join(lines))
             f.flush()
             if self.durable:
                 os.fsync(f.fileno())

@@ -15,21 +15,33 @@ h1{font-size:1.5rem} h2{font-size:1.2rem;border-bottom:1px solid #ccc;margin-top
 .meta{font:12px/1.3 monospace;color:#666} .sub{font-weight:bold;margin:.2rem 0 .4rem}
 .ctx{color:#777;font-style:italic;white-space:pre-wrap;margin:.3rem 0}
 .main{white-space:pre-wrap} .diag{font:12px monospace;color:#a33}
+nav.toc{margin:1rem 0 2rem} nav.toc ol{columns:2 18rem;padding-left:1.5rem} nav.toc li{margin:.1rem 0}
+nav.toc .n{color:#888;font-size:.85em}
 """
 
 
+def _unit_heading(unit: str, first: dict[str, Any]) -> str:
+    return " / ".join([*first.get("unit_path", []), first.get("unit_title") or unit])
+
+
 def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Sequence[dict[str, Any]]) -> str:
-    """One page: per book and unit, each chunk with its subtitle, range, context and text."""
+    """One page: a contents list (when there is more than one unit) whose entries link to each
+    unit's heading, then per book and unit, each chunk with its subtitle, range, context and text."""
     diag = {(d.get("book_id"), d.get("unit_id")): d for d in diagnostics}
     by_unit: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for c in chunks:
         by_unit[(c["book_id"], c["unit_id"])].append(c)
+    units = sorted(by_unit.items())
     out = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title><style>{_CSS}</style>",
            f"<h1>{html.escape(title)}</h1>"]
-    for (book, unit), cs in sorted(by_unit.items()):
-        first = cs[0]
-        heading = " / ".join([*first.get("unit_path", []), first.get("unit_title") or unit])
-        out.append(f"<h2>{html.escape(book)} &middot; {html.escape(heading)}</h2>")
+    if len(units) > 1:
+        out.append("<nav class='toc' id='contents'><strong>Contents</strong><ol>")
+        for i, ((book, unit), cs) in enumerate(units, start=1):
+            out.append(f"<li><a href='#unit-{i}'>{html.escape(book)} &middot; "
+                       f"{html.escape(_unit_heading(unit, cs[0]))}</a> <span class='n'>({len(cs)} chunks)</span></li>")
+        out.append("</ol></nav>")
+    for i, ((book, unit), cs) in enumerate(units, start=1):
+        out.append(f"<h2 id='unit-{i}'>{html.escape(book)} &middot; {html.escape(_unit_heading(unit, cs[0]))}</h2>")
         d = diag.get((book, unit), {})
         if d:
             out.append(

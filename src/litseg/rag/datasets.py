@@ -367,6 +367,12 @@ def load_fairytaleqa(path: str | Path | None = None, split: str = "val", *, unwr
                      meta={"split": split})
 
 
+def fairytaleqa_story_text(path: str | Path) -> str:
+    """One story's text exactly as :func:`load_fairytaleqa` builds it (sections, blank line between)."""
+    _ids, parts = _read_story_sections(Path(path), False, [])
+    return _join_sections(parts)[0]
+
+
 def _read_story_sections(path: Path, unwrap_lines: bool, warnings: list[str]) -> tuple[list[str], list[str]]:
     rows = read_table(path)
     if rows and not {"section", "text"} <= set(rows[0]):

@@ -52,17 +52,19 @@ def clean_answer(text: str) -> str:
 class AnswerGenerator:
     """Builds answering requests and collects the replies.
 
-    ``top_n`` chunks are passed, best first; ``max_context_chars`` (optional) cuts the passages
-    once their total length reaches it, so very long chunks cannot overflow a small model.
+    The references are passed as given, best first: in the evaluation they are already filled
+    to the run's one character budget (:mod:`litseg.rag.context_budget`), the same for every
+    chunker. ``top_n`` and ``max_context_chars`` (both off by default) can limit them further
+    when the class is used on its own.
     """
 
     def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, answer_style: str = "",
-                 max_tokens: int = 64, temperature: float = 0.0, top_n: int = 5,
+                 max_tokens: int = 64, temperature: float = 0.0, top_n: int | None = None,
                  max_context_chars: int | None = None, batch_size: int = 16) -> None:
         missing = [k for k in _PROMPT_KEYS if k not in prompt]
         if missing:
             raise ValueError(f"answer prompt lacks {missing}")
-        if top_n < 1 or batch_size < 1 or max_tokens < 1:
+        if (top_n is not None and top_n < 1) or batch_size < 1 or max_tokens < 1:
             raise ValueError("top_n, batch_size and max_tokens must be >= 1")
         self.llm = llm
         self.prompt = dict(prompt)
@@ -77,7 +79,7 @@ class AnswerGenerator:
     def format_references(self, references: Sequence[str]) -> str:
         parts: list[str] = []
         used = 0
-        for rank, text in enumerate(references[: self.top_n], 1):
+        for rank, text in enumerate(references[: self.top_n] if self.top_n is not None else references, 1):
             if self.max_context_chars is not None:
                 room = self.max_context_chars - used
                 if room <= 0:

@@ -10,7 +10,9 @@ the three dimensions), ICC(2,1) (pingouin), pairwise Cohen's kappa (scikit-learn
 kappa (statsmodels).
 
 Answer preferences: :func:`read_preferences` and :func:`win_rates` score Win/Loss/Tie judgements
-of one system's answers against another's, ties counting half.
+of one system's answers against another's, ties counting half. The paper's pairwise protocol, with
+its answer sheet (source window around the gold evidence), import and win/tie/loss analysis, is
+:mod:`litseg.rag.human_pairwise`.
 
 pandas, pingouin, scikit-learn and statsmodels are imported inside the functions.
 """

@@ -77,7 +77,7 @@ class RagJudge:
     """Scores contexts and answers with an LLM judge (any backend of the LLM layer)."""
 
     def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, max_tokens: int = 24,
-                 max_context_chars: int = 8000, batch_size: int = 16, constrained: bool = True) -> None:
+                 max_context_chars: int | None = None, batch_size: int = 16, constrained: bool = True) -> None:
         for metric in METRICS:
             templates = prompt.get(metric)
             if not isinstance(templates, Sequence) or len(templates) < 1:
@@ -138,7 +138,10 @@ class RagJudge:
                           ) -> list[JudgeScore]:
         if len(questions) != len(contexts):
             raise ValueError("one context per question")
-        values = [{"question": q, "context": c[: self.max_context_chars]} for q, c in zip(questions, contexts)]
+        # The evaluation passes contexts already filled to its one budget (litseg.rag.context_budget);
+        # max_context_chars (off by default) is a limit for use on its own.
+        values = [{"question": q, "context": c if self.max_context_chars is None else c[: self.max_context_chars]}
+                  for q, c in zip(questions, contexts)]
         return self._run("context_relevance", values, progress)
 
     def answer_accuracy(self, questions: Sequence[str], answers: Sequence[str],

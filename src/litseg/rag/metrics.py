@@ -179,6 +179,47 @@ def context_usage(chunks: Iterable[Any]) -> dict[str, float]:
             "mean_context_sentences_when_used": float(np.mean(used)) if used else 0.0}
 
 
+def main_text_overlap(chunks: Iterable[Any]) -> dict[str, float]:
+    """How much chunks share main text (token windows with overlap, LitSeg's optional overlap of
+    adjacent blocks): ``share_overlapping`` = share of chunks whose main span overlaps another
+    chunk's of the same book; ``overlap_chars_share`` = characters read more than once per
+    character covered (0 when the chunks tile the text). Empty when no chunk carries
+    ``main_spans``."""
+    by_book: dict[str, list[tuple[int, int, int]]] = {}
+    n = 0
+    for i, c in enumerate(chunks):
+        spans = _field(c, "main_spans", None)
+        if not spans:
+            continue
+        n += 1
+        lst = by_book.setdefault(str(_field(c, "book_id", "")), [])
+        lst.extend((int(s), int(e), i) for s, e in spans)
+    if not n:
+        return {}
+    overlapping: set[int] = set()
+    total = covered = 0
+    for spans in by_book.values():
+        spans.sort()
+        reach, owner = -1, -1  # furthest end so far and the chunk that reaches it
+        cur_s, cur_e = None, None
+        for s, e, i in spans:
+            total += e - s
+            if s < reach and owner != i:
+                overlapping.update((i, owner))
+            if e > reach:
+                reach, owner = e, i
+            if cur_e is None or s > cur_e:
+                if cur_e is not None:
+                    covered += cur_e - cur_s
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        if cur_e is not None:
+            covered += cur_e - cur_s
+    return {"share_overlapping": len(overlapping) / n,
+            "overlap_chars_share": (total - covered) / covered if covered else 0.0}
+
+
 def chunk_statistics(chunks: Sequence[Any], *, count_tokens: Callable[[str], int] | None = None,
                      window: int | None = None, text_key: str = "main_text",
                      embed_text_key: str = "text") -> dict[str, Any]:
@@ -193,7 +234,8 @@ def chunk_statistics(chunks: Sequence[Any], *, count_tokens: Callable[[str], int
       text (``embed_text_key``, the context-enriched ``text`` by default) is longer than the
       window, i.e. would be truncated by the embedder. ``Embedder.count_tokens`` leaves out the
       special tokens, so for BERT-style models pass ``window = max_seq_length - 2`` (254);
-    * context-sentence usage (see :func:`context_usage`).
+    * context-sentence usage (see :func:`context_usage`);
+    * shared main text (see :func:`main_text_overlap`).
     """
     if not chunks:
         raise ValueError("no chunks")
@@ -209,6 +251,7 @@ def chunk_statistics(chunks: Sequence[Any], *, count_tokens: Callable[[str], int
         "words": length_distribution(words, (50, 90)),
         "chars": length_distribution([len(t) for t in main_texts], (50, 90)),
         **context_usage(chunks),
+        **main_text_overlap(chunks),
     }
     if count_tokens is not None and window is not None:
         over = sum(1 for c in chunks if count_tokens(_chunk_text(c, embed_text_key, text_key)) > window)

@@ -155,7 +155,9 @@ def resolve_chunkers(chunkers: Any, chunk_files: Sequence[Any] = (), conf_dir: P
     if node is None:
         node = []
     if isinstance(node, Mapping):
-        items = [(str(k), v) for k, v in node.items()]
+        from litseg.rag.derived_chunks import expand_derived
+
+        items = [(str(k), v) for k, v in expand_derived(node).items()]
     elif isinstance(node, (list, tuple)):
         items = [(None, v) for v in node]
     elif isinstance(node, str):
@@ -223,6 +225,29 @@ class ChunkSet:
     unit_failures: list[dict[str, Any]] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Units by how their chunks came about (none / repair / pieces / whole_unit / ...; see
+    # litseg.segmentation.runner.fallback_category); None for chunkers that report no fallback.
+    unit_fallbacks: dict[str, int] | None = None
+
+
+def count_unit_fallbacks(diagnostics: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
+    """Units per fallback category over per-unit diagnostics; None when none says ``fallback``."""
+    from litseg.segmentation.runner import fallback_category
+
+    counts: Counter[str] = Counter(fallback_category(dict(d)) for d in diagnostics if "fallback" in d)
+    return dict(counts) if counts else None
+
+
+def fallback_summary(counts: Mapping[str, int] | None) -> dict[str, Any] | None:
+    """``{units, counts, shares}`` with a share for every reported category (0.0 when absent)."""
+    from litseg.segmentation.runner import FALLBACK_CATEGORIES
+
+    if counts is None:
+        return None
+    units = sum(counts.values())
+    names = list(FALLBACK_CATEGORIES) + sorted(set(counts) - set(FALLBACK_CATEGORIES) - {"none"})
+    return {"units": units, "counts": dict(counts),
+            "shares": {k: counts.get(k, 0) / units if units else 0.0 for k in names}}
 
 
 def prepare_books(bench: Benchmark, *, max_words: int = 2000, max_sentence_words: int = 120,
@@ -251,6 +276,7 @@ def chunk_books(label: str, chunker: Any, docs: Mapping[str, Document], progress
 
     chunks: list[Chunk] = []
     failures: list[dict[str, Any]] = []
+    diagnostics: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for doc in tqdm(list(docs.values()), desc=f"chunk [{label}]", unit="book", disable=not progress,
                     dynamic_ncols=True):
@@ -258,9 +284,11 @@ def chunk_books(label: str, chunker: Any, docs: Mapping[str, Document], progress
             if res.error is not None:
                 failures.append({"book_id": res.book_id, "unit_id": res.unit_id, "error": res.error})
             chunks.extend(res.chunks)
+            diagnostics.append(res.diagnostics)
     fp = chunker.fingerprint() if hasattr(chunker, "fingerprint") else {}
     return ChunkSet(label=label, method=str(getattr(chunker, "name", label)), chunks=chunks, source="chunked",
-                    seconds=time.perf_counter() - t0, unit_failures=failures, config=fp)
+                    seconds=time.perf_counter() - t0, unit_failures=failures, config=fp,
+                    unit_fallbacks=count_unit_fallbacks(diagnostics))
 
 
 def sections_chunkset(label: str, bench: Benchmark, docs: Mapping[str, Document]) -> ChunkSet:
@@ -350,8 +378,15 @@ def load_chunkset(label: str, path: str | Path, bench: Benchmark, docs: Mapping[
     if absent:
         warnings.append(f"{len(absent)} benchmark books have no chunks (their questions count as misses): "
                         f"{', '.join(absent[:5])}")
+    # An annotate.py run folder says per unit how its chunks came about.
+    diag_file = p / "diagnostics.jsonl" if p.is_dir() else None
+    fallbacks = None
+    if diag_file is not None and diag_file.is_file():
+        kept = {mapping.get(b, b) for b in {str(r.get("book_id", "")) for r in rows}} & set(docs)
+        fallbacks = count_unit_fallbacks(d for d in read_jsonl(diag_file) if mapping.get(str(d.get("book_id", "")),
+                                                                                          str(d.get("book_id", ""))) in kept)
     return ChunkSet(label=label, method=methods.most_common(1)[0][0], chunks=chunks, source=str(p),
-                    warnings=warnings)
+                    warnings=warnings, unit_fallbacks=fallbacks)
 
 
 def _book_mapping(p: Path, bench: Benchmark, docs: Mapping[str, Document]) -> dict[str, str]:
@@ -405,6 +440,10 @@ def _chunk_from_row(row: Mapping[str, Any], book_id: str, text: str, where: str)
     return Chunk.from_dict(d)
 
 
+#: Config groups a chunker entry may carry itself (``chunkers.NAME.llm``, ``.prompt``, ``.feedback``).
+OWN_GROUPS = ("llm", "prompt", "feedback")
+
+
 def build_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, Document], *,
                    groups: Mapping[str, Any] | None = None, progress: bool = False) -> ChunkSet:
     """Produce the chunks of one spec. ``groups`` are the config groups a chunker may need
@@ -416,8 +455,14 @@ def build_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, Docum
         return sections_chunkset(spec.label, bench, docs)
     from litseg.chunkers.base import build_chunker_from_config
 
-    chunker = build_chunker_from_config(spec.method, **dict(groups or {}))
+    # A chunker entry may bring its own model and prompt (e.g. the shipped student beside the
+    # untrained model in one table); otherwise it reads the run's llm / prompt / feedback groups.
+    method = dict(spec.method)
+    own = {k: method.pop(k) for k in OWN_GROUPS if method.get(k) is not None}
+    chunker = build_chunker_from_config(method, **{**dict(groups or {}), **own})
     try:
+        if callable(getattr(chunker, "check", None)):
+            chunker.check()  # a model folder or server that is not there: one line, before any unit
         cs = chunk_books(spec.label, chunker, docs, progress=progress)
     finally:
         close = getattr(chunker, "close", None)
@@ -441,6 +486,7 @@ class Components:
     judge: Any = None  # RagJudge | None
     collection_prefix: str = "litseg"
     partition: str = "none"  # none: one collection per chunk set | book: one per book
+    context_budget: Any = None  # ContextBudget: what generator and judge read (None: the default budget)
 
 
 @dataclass(slots=True)
@@ -531,6 +577,7 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
     bm25: BM25Encoder | None = build_bm25_encoder(comp.bm25_cfg) if comp.bm25_cfg is not None else None
     name = collection or collection_name(comp.collection_prefix, bench.name, cs.label)
     index = ChunkIndex(comp.store, name, dense, bm25, partition=comp.partition)
+    rr_calls, rr_failures = comp.reranker.calls, comp.reranker.failures
     try:
         index.build(passages, progress=settings.progress)
         rows, gen_summary = _query_and_score(cs, bench, chunks, passages, book_positions, questions, index, comp,
@@ -542,7 +589,10 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
     summary.update({
         "label": cs.label, "method": cs.method, "source": cs.source, "config": cs.config,
         "chunks": stats, "segment_quality": seg, "generation": gen_summary,
-        "unit_failures": len(cs.unit_failures), "warnings": cs.warnings, "seconds": timings,
+        "rerank": {"kind": comp.reranker.name, "calls": comp.reranker.calls - rr_calls,
+                   "failures": comp.reranker.failures - rr_failures},
+        "unit_failures": len(cs.unit_failures), "fallbacks": fallback_summary(cs.unit_fallbacks),
+        "warnings": cs.warnings, "seconds": timings,
         "embedder_window": dense.window if dense is not None else None,
         "questions_without_chunks": sum(1 for q in questions if not book_positions.get(q.book_id)),
     })
@@ -636,6 +686,7 @@ class _IndexView:
     def __init__(self, chunk: Chunk, indexed: str) -> None:
         self.book_id = chunk.book_id
         self.main_text = chunk.main_text
+        self.main_spans = chunk.main_spans
         self.text = indexed
         self.context_ids = chunk.context_ids
 
@@ -685,14 +736,20 @@ def _generate_and_judge(rows: list[dict[str, Any]], rankings: Mapping[str, list[
     from litseg.rag.judge import summarize
     from litseg.rag.metrics import GENERATION_METRICS
 
+    from litseg.rag.context_budget import ContextBudget, summarize_packs
+
     titles = {b.book_id: b.title for b in bench.books}
     chosen = [r for r in rows if r["qid"] in qids]
-    top_n = comp.generator.top_n if comp.generator is not None else 5
+    # One character budget for every chunker; generator and judge read the same passages.
+    budget = comp.context_budget if comp.context_budget is not None else ContextBudget()
+    packs = {r["qid"]: budget.pack_ranking(rankings.get(r["qid"], []), chunks) for r in chosen}
+    for r in chosen:
+        r.update(packs[r["qid"]].row_fields())
 
     def refs(qid: str) -> list[str]:
-        return [chunks[c.position].text or chunks[c.position].main_text for c in rankings.get(qid, [])[:top_n]]
+        return packs[qid].passages
 
-    out: dict[str, Any] = {"n_questions": len(chosen)}
+    out: dict[str, Any] = {"n_questions": len(chosen), "context": summarize_packs(list(packs.values()), budget)}
     answers: dict[str, str] = {}
     if comp.generator is not None:
         items = [AnswerInput(r["qid"], titles.get(r["book_id"], ""), r["question"], refs(r["qid"])) for r in chosen]
@@ -879,7 +936,8 @@ def run_evaluation(cfg: Mapping[str, Any], out_dir: Path | None = None, *, bench
     bench = benchmark if benchmark is not None else load_suite(suite)
     for w in bench.warnings[:20]:
         log.warning("%s: %s", bench.name, w)
-    specs = resolve_chunkers(c.get("chunkers"), c.get("chunk_files") or [], conf_dir)
+    students, chunkers = with_student_chunkers(c, conf_dir)
+    specs = resolve_chunkers(chunkers, c.get("chunk_files") or [], conf_dir)
     prep = c.get("preprocess") or {}
     docs = prepare_books(bench, max_words=int(prep.get("max_words", 2000)),
                          max_sentence_words=int(prep.get("max_sentence_words", 120)), progress=settings.progress)
@@ -895,10 +953,13 @@ def run_evaluation(cfg: Mapping[str, Any], out_dir: Path | None = None, *, bench
         gen_qids = set(pool if n is None or n >= len(pool) else random.Random(settings.seed + 1).sample(pool, int(n)))
     groups = {k: cfg_get(cfg, k) for k in ("llm", "prompt", "feedback")}
     results: list[ChunkerResult] = []
+    from litseg.rag.derived_chunks import ChunkSetBuilder
+
+    chunk_sets = ChunkSetBuilder(build_chunkset)  # a `+merge` row reuses its base row's chunks
     try:
         for spec in specs:
             log.info("evaluating %s (%s)", spec.label, spec.kind)
-            cs = build_chunkset(spec, bench, docs, groups=groups, progress=settings.progress)
+            cs = chunk_sets(spec, bench, docs, groups=groups, progress=settings.progress)
             if not cs.chunks:
                 raise ValueError(f"chunker {spec.label!r} produced no chunks")
             res = evaluate_chunkset(cs, bench, docs, questions, comp, settings, generation_qids=gen_qids)
@@ -916,7 +977,29 @@ def run_evaluation(cfg: Mapping[str, Any], out_dir: Path | None = None, *, bench
                                     "units": sum(len(d.units) for d in docs.values())})
     if out_dir is not None:
         write_report(result, Path(out_dir), c.get("report") or {}, logger_cfg=c.get("logger"), config=c)
+        if students is not None:
+            from litseg.rag.ablations import write_ablation_table
+
+            write_ablation_table(students, result, Path(out_dir), logger_cfg=c.get("logger"))
     return result
+
+
+def with_student_chunkers(c: Mapping[str, Any], conf_dir: Path = DEFAULT_CONF_DIR) -> tuple[Any, Any]:
+    """``(student runs, chunkers)``: with ``students=`` (train.py run or sweep folders) each
+    finished run joins ``chunkers`` as a LitSeg-Lite entry with its own model, adapter and prompt
+    (:mod:`litseg.rag.ablations`); without it, ``(None, chunkers)`` unchanged."""
+    chunkers = c.get("chunkers")
+    if not c.get("students"):
+        return None, chunkers
+    from litseg.rag.ablations import find_student_runs, student_chunkers
+
+    settings = c.get("student") or {}
+    runs = find_student_runs(c["students"])
+    entries = student_chunkers(runs, method=settings.get("method"), backend=str(settings.get("backend") or "transformers"),
+                               llm=settings.get("llm"), conf_dir=conf_dir)
+    if isinstance(chunkers, (list, tuple)):
+        return runs, [*chunkers, *({"label": k, **v} for k, v in entries.items())]
+    return runs, {**dict(chunkers or {}), **entries}
 
 
 def cfg_get(cfg: Any, key: str) -> Any:
@@ -928,6 +1011,7 @@ def cfg_get(cfg: Any, key: str) -> Any:
 
 
 def build_components(c: Mapping[str, Any], suite: Mapping[str, Any]) -> Components:
+    from litseg.rag.context_budget import ContextBudget
     from litseg.rag.generate import AnswerGenerator
     from litseg.rag.index import build_dense_encoder
     from litseg.rag.judge import RagJudge
@@ -946,30 +1030,37 @@ def build_components(c: Mapping[str, Any], suite: Mapping[str, Any]) -> Componen
     judge_cfg = c.get("judge") or {}
     gen_cfg = c.get("generation") or {}
 
+    built: dict[str, Any] = {}  # one model object per distinct llm config (reranker, generator, judge)
+
     def llm_of(section: Mapping[str, Any]) -> Any:
         from litseg.llm.factory import build_llm
 
         if not section.get("llm"):
             raise ValueError("an llm config is needed here (llm@generation.llm=... / llm@judge.llm=...)")
-        return build_llm(section["llm"])
+        key = json.dumps(section["llm"], sort_keys=True, default=str)
+        if key not in built:
+            built[key] = build_llm(section["llm"])
+            built[key].check()  # fail fast, in one line, when the model or server is not there
+        return built[key]
 
-    reranker = build_reranker(r.get("rerank"), llm_factory=lambda: llm_of(judge_cfg), prompt=judge_cfg.get("prompt"))
+    rerank_cfg = r.get("rerank") or {}
+    reranker = build_reranker(rerank_cfg, llm_factory=lambda: llm_of(judge_cfg), prompt=rerank_cfg.get("prompt"))
     generator = None
     if gen_cfg.get("enabled"):
+        # No top_n or length cut here: the passages come filled to `answer_context.budget_chars`.
         generator = AnswerGenerator(llm_of(gen_cfg), gen_cfg.get("prompt") or {},
                                     answer_style=str(suite.get("answer_style") or ""),
-                                    max_tokens=int(gen_cfg.get("max_tokens", 64)), top_n=int(gen_cfg.get("top_n", 5)),
-                                    max_context_chars=gen_cfg.get("max_context_chars"),
+                                    max_tokens=int(gen_cfg.get("max_tokens", 64)),
                                     batch_size=int(gen_cfg.get("batch_size", 16)))
     judge = None
     if judge_cfg.get("enabled"):
         judge = RagJudge(llm_of(judge_cfg), judge_cfg.get("prompt") or {},
                          max_tokens=int(judge_cfg.get("max_tokens", 24)),
-                         max_context_chars=int(judge_cfg.get("max_context_chars", 8000)),
                          batch_size=int(judge_cfg.get("batch_size", 16)),
                          constrained=bool(judge_cfg.get("constrained", True)))
     return Components(dense=dense, bm25_cfg=bm25_cfg, store=store, retrieval=settings, reranker=reranker,
-                      generator=generator, judge=judge, collection_prefix=prefix, partition=partition)
+                      generator=generator, judge=judge, collection_prefix=prefix, partition=partition,
+                      context_budget=ContextBudget.from_config(c.get("answer_context")))
 
 
 def component_identity(comp: Components) -> dict[str, Any]:
@@ -983,7 +1074,7 @@ def component_identity(comp: Components) -> dict[str, Any]:
             "partition": comp.partition,
             "retrieval": asdict(comp.retrieval) if is_dataclass(comp.retrieval) else str(comp.retrieval),
             "reranker": ident(comp.reranker), "generator": ident(getattr(comp.generator, "llm", None)),
-            "judge": ident(getattr(comp.judge, "llm", None))}
+            "judge": ident(getattr(comp.judge, "llm", None)), "answer_context": ident(comp.context_budget)}
 
 
 def export_texts(bench: Benchmark, out_dir: Path) -> list[Path]:

@@ -48,6 +48,21 @@ def _pct(x: Any) -> str:
     return "–" if x is None else f"{100 * float(x):.0f}%"
 
 
+FALLBACK_HEADER = "units by fallback: repair / pieces / whole"
+
+
+def fallback_cell(summary: Mapping[str, Any]) -> str:
+    """How a chunker's units came about: shares repaired, cut into pieces and kept whole after an
+    unusable answer (plus a chunker's own fallbacks); "–" for chunkers without model answers."""
+    fb = summary.get("fallbacks")
+    if not fb:
+        return "–"
+    shares = fb.get("shares") or {}
+    cell = " / ".join(_pct(shares.get(k, 0.0)) for k in ("repair", "pieces", "whole_unit"))
+    other = [f"{k} {_pct(v)}" for k, v in shares.items() if k not in ("repair", "pieces", "whole_unit")]
+    return cell + (f" ({', '.join(other)})" if other else "")
+
+
 def safe_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@+-]+", "_", label).strip("_") or "chunker"
 
@@ -63,14 +78,23 @@ def main_table(result: "EvaluationResult") -> tuple[list[str], list[list[str]]]:
     has_cr = any(r.summary["metrics"].get("context_relevance") for r in result.results)
     has_aa = any(r.summary["metrics"].get("answer_accuracy") for r in result.results)
     has_ctx = any(r.summary.get("chunks", {}).get("share_with_context") for r in result.results)
-    head = ["chunker", "chunks/book", "words/chunk (median)", "> window", "boundary sim. ↓", "cuts on sentence breaks"]
+    has_overlap = any(r.summary.get("chunks", {}).get("share_overlapping") for r in result.results)
+    budgets = {((r.summary.get("generation") or {}).get("context") or {}).get("budget_chars") for r in result.results}
+    budgets.discard(None)
+    head = ["chunker", "chunks/book", "words/chunk (median)", "> window", "boundary sim. ↓", "cuts on sentence breaks",
+            FALLBACK_HEADER]
     if has_ctx:
         head.append("chunks with context sentences")
+    if has_overlap:
+        head.append("overlapping chunks (text read twice)")
     if has_gold:
         head += ["random H@1", f"MRR@{s.mrr_k} [95% CI]"] + [f"H@{k}" for k in s.ks]
         head += [f"evidence in {b} chars [95% CI]" for b in s.budgets]
     if has_gen:
         head += ["EM", "F1", "ROUGE-L", "METEOR"]
+    if budgets:
+        head += [f"answer context in {'/'.join(f'{b:,}' for b in sorted(budgets))} chars: "
+                 "chunks (questions with the last one cut, chunk text cut)"]
     if has_cr:
         head += ["context relevance (judge fails)"]
     if has_aa:
@@ -84,10 +108,12 @@ def main_table(result: "EvaluationResult") -> tuple[list[str], list[list[str]]]:
         row = [r.label, _fmt(ch.get("chunks_per_book", {}).get("mean"), 1),
                f"{_fmt(words.get('mean'), 0)} ({_fmt(words.get('p50'), 0)})",
                _pct(ch.get("share_over_window")), _fmt(seg.get("boundary_similarity")),
-               _pct(seg.get("share_on_sentence_breaks"))]
+               _pct(seg.get("share_on_sentence_breaks")), fallback_cell(r.summary)]
         if has_ctx:
             row.append(f"{_pct(ch.get('share_with_context'))} "
                        f"({_fmt(ch.get('mean_context_sentences_when_used'), 1)} sentences)")
+        if has_overlap:
+            row.append(f"{_pct(ch.get('share_overlapping'))} ({_pct(ch.get('overlap_chars_share'))})")
         if has_gold:
             row += [_fmt((m.get("random_hit@1") or {}).get("estimate")), _ci(m.get(mrr))]
             row += [_fmt((m.get(f"hit@{k}") or {}).get("estimate")) for k in s.ks]
@@ -95,6 +121,10 @@ def main_table(result: "EvaluationResult") -> tuple[list[str], list[list[str]]]:
         if has_gen:
             row += [_fmt((m.get(k) or {}).get("estimate")) for k in ("em", "f1", "rougeL", "meteor")]
         gen = r.summary.get("generation") or {}
+        if budgets:
+            ctx = gen.get("context") or {}
+            row.append(f"{_fmt(ctx.get('mean_chunks'), 1)} ({_pct(ctx.get('truncated_share'))}, "
+                       f"{_pct(ctx.get('cut_chars_share'))})" if ctx else "–")
         for on, key in ((has_cr, "context_relevance"), (has_aa, "answer_accuracy")):
             if on:
                 row.append(f"{_ci(m.get(key))} ({_pct((gen.get(key) or {}).get('failure_rate'))})")
@@ -142,7 +172,8 @@ def flat_row(r: "ChunkerResult") -> dict[str, Any]:
     for unit in ("words", "chars"):
         for stat in ("mean", "std", "min", "p50", "p90", "max"):
             row[f"{unit}_{stat}"] = ch.get(unit, {}).get(stat)
-    for k in ("share_over_window", "window", "share_with_context", "mean_context_sentences"):
+    for k in ("share_over_window", "window", "share_with_context", "mean_context_sentences",
+              "share_overlapping", "overlap_chars_share"):
         row[k] = ch.get(k)
     for k in ("boundary_similarity", "share_on_sentence_breaks", "n_boundaries"):
         row[k] = seg.get(k)
@@ -157,9 +188,16 @@ def flat_row(r: "ChunkerResult") -> dict[str, Any]:
             row[f"{k}_n_scored"] = gen[k].get("n_scored")
     if "generation_failure_rate" in gen:
         row["generation_failure_rate"] = gen["generation_failure_rate"]
+    for k, v in (gen.get("context") or {}).items():
+        if k != "text":
+            row[f"context_{k}"] = v
     for k, v in (s.get("seconds") or {}).items():
         row[f"seconds_{k}"] = v
     row["unit_failures"] = s.get("unit_failures")
+    fb = s.get("fallbacks") or {}
+    row["fallback_units"] = fb.get("units")
+    for k, v in (fb.get("shares") or {}).items():
+        row[f"fallback_{k}_share"] = v
     return row
 
 
@@ -199,6 +237,16 @@ def results_markdown(result: "EvaluationResult", plots: Mapping[str, Path] | Non
         "must be read with the share of cuts on sentence breaks. Intervals: 95% bootstrap over "
         + ("books." if all(r.summary.get("resampling", "books") == "books" for r in result.results)
            else "questions (one book only: this understates the uncertainty)."), ""]
+    lines += ["Units by fallback: of each LLM chunker's units, the share whose answer was repaired, and the",
+              "shares that had no usable answer and became word-capped pieces or stayed whole as one chunk",
+              "(`method.fallback`); a row with large shares measures its fallback more than its method. \"–\":",
+              "the chunker does not answer per unit through a model.", ""]
+    ctx = [((r.summary.get("generation") or {}).get("context") or {}) for r in result.results]
+    if any(ctx):
+        lines += ["Answer context: the generator and the judge read every chunker's ranked chunks up to the same",
+                  "character budget, whole chunks first and only the last one cut at the budget; the column gives",
+                  "the mean number of chunks read, the share of questions whose last chunk was cut, and the share",
+                  "of the read chunks' text that the cut left out.", ""]
     if result.pairwise:
         lines += ["## Pairwise differences (same questions)", "", pairwise_markdown(result.pairwise), ""]
     lines += ["## Time per step", "", timing_markdown(result), ""]

@@ -2,20 +2,23 @@
 
 * ``none`` keeps the fused ranking (the default: no cross-encoder ships with litseg);
 * ``cross_encoder``: a sentence-transformers CrossEncoder from a local model directory;
-* ``llm``: an LLM rates each candidate's relevance with the first context-relevance template of
-  ``conf/prompt/rag_judge.yaml``; a candidate whose rating cannot be read keeps its place
-  below the rated ones of equal score, and the failures are counted.
+* ``llm``: an LLM answers yes or no to "does this passage help answer the question?"
+  (``conf/prompt/rag_rerank.yaml``) for each candidate; yes before no; a candidate whose reply
+  cannot be read goes after the answered ones, and the failures are counted.
 
 Candidates after ``top_n`` follow in their retrieval order. Ties go by retrieval rank.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.rag.retrieve import Retrieved
 
 
@@ -84,39 +87,100 @@ class CrossEncoderReranker(Reranker):
         return {**super().identity(), "model": self.model_path}
 
 
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def parse_yes_no(text: str, yes: str = "yes", no: str = "no") -> bool | None:
+    """The verdict in a reranker reply: ``{"relevant": "yes"|"no"}`` (possibly inside other text),
+    else a reply whose first word is yes or no, else the only one of the two words it contains.
+    None when none of these reads."""
+    t = text.strip()
+    for candidate in (t, *re.findall(r"\{[^{}]*\}", t)):
+        try:
+            data = json.loads(candidate)
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if isinstance(data, Mapping) and "relevant" in data:
+            v = str(data["relevant"]).strip().lower()
+            return True if v == yes.lower() else False if v == no.lower() else None
+    words = [w.lower() for w in _WORD.findall(t)]
+    if words and words[0] in (yes.lower(), no.lower()):
+        return words[0] == yes.lower()
+    found = {w for w in words if w in (yes.lower(), no.lower())}
+    if len(found) == 1:
+        return found.pop() == yes.lower()
+    return None
+
+
 class LLMReranker(Reranker):
-    """Pointwise LLM relevance ratings (0, 1, 2) of the first ``top_n`` candidates."""
+    """Pointwise yes/no relevance of the first ``top_n`` candidates, asked through the LLM layer
+    (any backend; the response cache applies) with ``conf/prompt/rag_rerank.yaml``: a candidate
+    scores 1 for yes and 0 for no, so the yes candidates come first, each group in retrieval
+    order. An unreadable reply (or a failed request) gives no score: the candidate follows the
+    answered ones and the failure is counted."""
 
     name = "llm"
 
-    def __init__(self, llm: Any, prompt: Mapping[str, Any], *, top_n: int = 10, max_chars: int = 4000,
-                 batch_size: int = 16) -> None:
-        from litseg.rag.judge import RagJudge
-
+    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, top_n: int = 20, max_chars: int = 4000,
+                 batch_size: int = 16, max_tokens: int = 12, constrained: bool = True) -> None:
         super().__init__(top_n)
-        self.judge = RagJudge(llm, prompt, max_context_chars=max_chars, batch_size=batch_size)
-        self.template = [prompt["context_relevance"][0]]
+        missing = [k for k in ("system", "user", "yes_answer", "no_answer") if k not in prompt]
+        if missing:
+            raise ValueError(f"reranker prompt lacks {missing} (expected conf/prompt/rag_rerank.yaml or one like it)")
+        if max_chars < 1 or batch_size < 1 or max_tokens < 1:
+            raise ValueError("rerank max_chars, batch_size and max_tokens must be >= 1")
+        self.llm = llm
+        self.prompt = dict(prompt)
+        self.yes, self.no = str(prompt["yes_answer"]), str(prompt["no_answer"])
+        if self.yes.lower() == self.no.lower():
+            raise ValueError("reranker prompt: yes_answer and no_answer must differ")
+        self.max_chars = max_chars
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.schema = ({"type": "object", "properties": {"relevant": {"type": "string", "enum": [self.yes, self.no]}},
+                        "required": ["relevant"], "additionalProperties": False} if constrained else None)
+
+    def request(self, question: str, passage: str) -> ChatRequest:
+        values = {"question": question, "passage": passage[: self.max_chars]}
+        return ChatRequest(messages=[{"role": "system", "content": self.prompt["system"].format(**values).strip()},
+                                     {"role": "user", "content": self.prompt["user"].format(**values).strip()}],
+                           json_schema=self.schema, max_tokens=self.max_tokens, temperature=0.0)
 
     def rerank_many(self, queries: Sequence[str], candidates: Sequence[list[Retrieved]],
                     texts: Sequence[str], progress: bool = False) -> list[list[Retrieved]]:
+        from tqdm.auto import tqdm
+
         pairs = [(qi, c) for qi, ranking in enumerate(candidates) for c in ranking[: self.top_n]]
-        values = [{"question": queries[qi], "context": texts[c.position][: self.judge.max_context_chars]}
-                  for qi, c in pairs]
-        # One template only: the reranker needs an order, not the judge's averaged score.
-        scores = self.judge.rate(self.template, values, progress=progress, desc="rerank (llm)")
-        self.calls += len(scores)
-        self.failures += sum(1 for s in scores if s.failed)
+        requests = [self.request(queries[qi], texts[c.position]) for qi, c in pairs]
+        completions: list[Completion] = []
+        for s in tqdm(range(0, len(requests), self.batch_size), desc="rerank (llm)", unit="batch",
+                      disable=not progress, dynamic_ncols=True):
+            batch = requests[s:s + self.batch_size]
+            got = self.llm.chat_batch(batch)
+            if len(got) != len(batch):
+                raise RuntimeError(f"reranker backend returned {len(got)} answers for {len(batch)} requests")
+            completions.extend(got)
+        self.calls += len(completions)
         by_q: dict[int, list[float | None]] = {}
-        for (qi, _), s in zip(pairs, scores):
-            by_q.setdefault(qi, []).append(s.score)
+        for (qi, _), c in zip(pairs, completions):
+            verdict = None if c.error else parse_yes_no(c.text, self.yes, self.no)
+            self.failures += verdict is None
+            by_q.setdefault(qi, []).append(None if verdict is None else float(verdict))
         return [self._apply(list(r), by_q.get(qi, [])) for qi, r in enumerate(candidates)]
+
+    def identity(self) -> dict[str, Any]:
+        ident = getattr(self.llm, "identity", None)
+        return {**super().identity(), "prompt": self.prompt.get("version", self.prompt.get("name")),
+                "model": ident() if callable(ident) else getattr(self.llm, "name", None),
+                "calls": self.calls, "failures": self.failures}
 
 
 def build_reranker(cfg: Mapping[str, Any] | None, *, llm_factory: Any = None,
                    prompt: Mapping[str, Any] | None = None) -> Reranker:
     """From the ``retrieval.rerank`` config: ``kind`` (none | cross_encoder | llm), ``top_n``,
-    ``model`` (cross-encoder directory), ``batch_size``; ``llm_factory()`` builds the judge
-    model for ``kind: llm`` and ``prompt`` is the rag_judge prompt."""
+    ``model`` (cross-encoder directory), ``batch_size``, ``max_chars`` (llm: passage characters
+    shown); ``llm_factory()`` builds the model for ``kind: llm`` (the judge model) and ``prompt``
+    is the reranker prompt (``conf/prompt/rag_rerank.yaml``)."""
     cfg = dict(cfg or {})
     kind = str(cfg.get("kind") or "none")
     top_n = int(cfg.get("top_n") or 20)
@@ -129,7 +193,9 @@ def build_reranker(cfg: Mapping[str, Any] | None, *, llm_factory: Any = None,
                                     max_length=cfg.get("max_length", 512), device=cfg.get("device"))
     if kind == "llm":
         if llm_factory is None or prompt is None:
-            raise ValueError("retrieval.rerank.kind=llm needs an llm config and the rag_judge prompt")
+            raise ValueError("retrieval.rerank.kind=llm needs an llm config and the rag_rerank prompt "
+                             "(retrieval.rerank.prompt)")
         return LLMReranker(llm_factory(), prompt, top_n=top_n, max_chars=int(cfg.get("max_chars") or 4000),
-                           batch_size=int(cfg.get("batch_size") or 16))
+                           batch_size=int(cfg.get("batch_size") or 16),
+                           constrained=bool(cfg.get("constrained", True)))
     raise ValueError(f"retrieval.rerank.kind must be none, cross_encoder or llm, got {kind!r}")

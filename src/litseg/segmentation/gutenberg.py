@@ -34,7 +34,8 @@ _CREDIT = re.compile(
     r"(?:Produced|Prepared|Transcribed|Scanned|Digitized|Proofread|Converted)\s+(?:by|from)\b"
     r"|E-?text\s+(?:prepared|produced|created)\s+by\b"
     r"|This\s+(?:e-?text|e-?book|etext|file)\s+was\s+(?:prepared|produced|created|made)\b"
-    r"|Updated\s+editions\s+will\s+replace",
+    r"|Updated\s+editions\s+will\s+replace"
+    r"|Note:\s+Project\s+Gutenberg\s+also\s+has\b",
     re.I,
 )
 _BLANK_RUN = re.compile(r"(?:\r\n|\r(?!\n)|\n)[^\S\r\n]*(?:\r\n|\r(?!\n)|\n)\s*")
@@ -46,17 +47,18 @@ _OLD_TITLE = re.compile(
 )
 
 
-def gutenberg_bounds(text: str, start: int = 0, end: int | None = None) -> tuple[int, int]:
-    """``(begin, end)`` of the book inside ``text[start:end]``: after the Project Gutenberg
-    header and any leading transcriber credits, before the footer and licence. Whitespace at
-    both ends is excluded. Without markers the (trimmed) range is returned unchanged."""
+def gutenberg_frame(text: str, start: int = 0, end: int | None = None) -> tuple[int, int, bool]:
+    """``(begin, end, marked)``: the text between the Project Gutenberg header and footer inside
+    ``text[start:end]``, whitespace trimmed; ``marked`` says whether a header marker was found.
+    Without markers the (trimmed) range is returned unchanged. Every character of this frame
+    belongs either to a unit or to a recorded front/back-matter span."""
     end = len(text) if end is None else end
     begin = start
     half = start + (end - start) // 2
     header_end = None
     for pattern in (_START, _OLD_START):
-        m = pattern.search(text, start, end)
         # A marker in the second half is a footer-side licence, not a header.
+        m = pattern.search(text, start, min(end, half + 400))
         if m and m.start() < half and (header_end is None or m.end() > header_end):
             header_end = m.end()
     if header_end is not None:
@@ -64,25 +66,45 @@ def gutenberg_bounds(text: str, start: int = 0, end: int | None = None) -> tuple
     m = _END.search(text, begin, end)
     if m:
         end = m.start()
-    if header_end is not None:
-        begin = _skip_credits(text, begin, end)
-    return _trim(text, begin, end)
+    begin, end = _trim(text, begin, end)
+    return begin, end, header_end is not None
 
 
-def _skip_credits(text: str, begin: int, end: int) -> int:
-    """Skip up to three leading paragraphs that are transcriber credits."""
+def header_end(text: str, limit: int) -> int | None:
+    """End of the Project Gutenberg header marker inside ``text[:limit]``, or None."""
+    ends = [m.end() for m in (p.search(text, 0, limit) for p in (_START, _OLD_START)) if m]
+    return max(ends) if ends else None
+
+
+def credit_spans(text: str, begin: int, end: int) -> list[tuple[int, int]]:
+    """Leading paragraphs of ``text[begin:end]`` that are transcriber credits ("Produced by
+    ...", "Note: Project Gutenberg also has an HTML version ..."), at most three, trimmed."""
+    out: list[tuple[int, int]] = []
     pos = begin
     for _ in range(3):
         while pos < end and text[pos].isspace():
             pos += 1
         if pos >= end:
-            return pos
+            break
         m = _BLANK_RUN.search(text, pos, min(end, pos + 2000))
         para_end = m.start() if m else min(end, pos + 2000)
         if not _CREDIT.match(text, pos, para_end):
-            return pos
+            break
+        out.append(_trim(text, pos, para_end))
         pos = m.end() if m else para_end
-    return pos
+    return out
+
+
+def gutenberg_bounds(text: str, start: int = 0, end: int | None = None) -> tuple[int, int]:
+    """``(begin, end)`` of the book inside ``text[start:end]``: after the Project Gutenberg
+    header and any leading transcriber credits, before the footer and licence. Whitespace at
+    both ends is excluded. Without markers the (trimmed) range is returned unchanged."""
+    begin, end, marked = gutenberg_frame(text, start, end)
+    if marked:
+        credits = credit_spans(text, begin, end)
+        if credits:
+            begin = credits[-1][1]
+    return _trim(text, begin, end)
 
 
 def _trim(text: str, begin: int, end: int) -> tuple[int, int]:

@@ -8,13 +8,35 @@ records each leniency it applied as a note, so that a strict format check (``str
 possible. Malformed JSON is mended with the ``json_repair`` library.
 
 Every value is coerced by this module (the final model validation runs in pydantic's strict
-mode), so nothing is converted silently.
+mode), so nothing is converted silently: keys the schema does not know are noted (the answer is
+then not ``strict_ok``), and so are duplicate keys and alias keys that collide with the real one.
+
+Whatever the text, :func:`parse_answer` returns a :class:`ParseResult` and never raises, and its
+work is bounded (docs/robustness.md measures it):
+
+* a reply is read up to :data:`MAX_REPLY_CHARS` characters (1,000,000), the rest is noted as
+  ignored; scanning, ``<think>`` removal and bracket matching are linear in the reply;
+* at most :data:`_MAX_CANDIDATES` JSON values are fitted; bracketed prose such as an echoed
+  ``[12] sentence`` never counts as one;
+* ``json_repair`` (whose worst cases are super-linear) is given at most :data:`_MAX_MENDS`
+  stretches of together :data:`_MAX_MEND_CHARS` characters, each nested at most
+  :data:`_MAX_MEND_DEPTH` deep; bare keys are quoted before mending so that a value such as
+  ``to_idx:-2`` keeps its sign;
+* integers longer than :data:`_MAX_INT_DIGITS` digits (beyond Python's conversion limit, or
+  simply no sentence index) are read as unusable values, never converted;
+* a range such as ``"3-9"`` in ``context_idx`` is expanded only inside the unit when ``n`` is
+  given (its out-of-unit ends are kept, so validation still reports them), and all expansions
+  of a reply together produce at most :data:`_MAX_EXPANDED_INDICES` indices;
+* strings are cleaned for storage (lone surrogates become U+FFFD, control characters are
+  removed; :mod:`litseg.segmentation.textsafe`), with a note;
+* notes and errors are capped in number, and values quoted in them are shortened.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import reprlib
 import typing
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,10 +46,21 @@ import json_repair
 from pydantic import BaseModel, ValidationError
 
 from litseg.segmentation.schema import Segment, answer_segments, segments_path
+from litseg.segmentation.textsafe import clean_text
 from litseg.segmentation.validation import IssueCode, ValidationIssue
 
-_MAX_CANDIDATES = 64  # JSON values considered per reply; bounds the work on pathological text
-_MAX_RANGE_EXPANSION = 10_000  # "3-5" in context_idx expands; absurd ranges are dropped instead
+#: Characters of a reply that are read; the rest is ignored (with a note).
+MAX_REPLY_CHARS = 1_000_000
+_MAX_CANDIDATES = 64  # JSON values fitted per reply
+_MAX_MENDS = 16  # stretches handed to json_repair per reply
+_MAX_MEND_CHARS = 200_000  # characters handed to json_repair per reply, all stretches together
+_MAX_MEND_DEPTH = 32  # deeper bracket nesting is not mended (answers nest 5 deep)
+_MAX_INT_DIGITS = 100  # longer JSON integers are read as unusable values
+_MAX_INDEX_TEXT = 64  # an index written as text is at most this long
+_MAX_RANGE_EXPANSION = 10_000  # "3-5" in context_idx expands; without n, longer ranges are dropped
+_MAX_EXPANDED_INDICES = 100_000  # indices produced by range expansion per reply
+_MAX_NOTE_KINDS = 40  # distinct notes kept; further ones are counted
+_MAX_MALFORMED = 20  # SEGMENT_MALFORMED errors listed one by one; further ones are counted
 
 # Other names models use for the segment fields.
 _SEGMENT_ALIASES = {
@@ -41,7 +74,18 @@ _SEGMENT_ALIASES = {
 }
 _WRAPPER_KEYS = {"answer", "result", "results", "output", "response", "json", "data", "segmentation"}
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+# Where a JSON value that could hold an object may start: "{", or "[" opening a list of
+# objects or lists. "[12]" (an echoed sentence number) and "[a]" are prose.
+_OPENER = re.compile(r"\{|\[(?=\s*[\[{])")
+# Once the repair budget is spent only strict JSON can still be read: an object opening with a
+# key or closing at once, or a list opening with one.
+_STRICT_OPENER = re.compile(r'\{(?=\s*["}])|\[(?=\s*[\[{])')
+_BRACKET_TOKENS = re.compile(r'[\\"{}\[\]]')
+_QUOTE_TOKENS = re.compile(r"[\\\"']")
+_BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)")
+_POSITION = re.compile(r"\[\d+\]")
 _FENCE = re.compile(r"```[ \t]*(?:json5?|JSON)?[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
 _INT_TEXT = re.compile(r"^[\[(]?\s*([+-]?\d+)(?:\.0*)?\s*[\])]?$")
 _RANGE_GAP = re.compile(r"(?<=\d)\s*(-|\u2013|\.\.)\s*(?=[+-]?\d)|(?<=\d)\s+to\s+(?=\d)")
@@ -82,17 +126,75 @@ class ParseResult:
 
 
 class _Notes:
-    """Collects leniency notes; repeated notes are counted instead of listed again."""
+    """Collects leniency notes (repeated ones are counted instead of listed again) and carries
+    what bounds the work on one reply: the unit size ``n`` when known and the range budget."""
 
-    def __init__(self) -> None:
+    def __init__(self, n: int | None = None) -> None:
         self._counts: Counter[str] = Counter()
+        self.overflow = 0
+        self.n = n
+        self.expand_left = _MAX_EXPANDED_INDICES
 
-    def add(self, msg: str) -> None:
+    def add(self, msg: str, count: int = 1) -> None:
         # One line per kind of leniency: list positions are folded into the count.
-        self._counts[re.sub(r"\[\d+\]", "[*]", msg)] += 1
+        key = _POSITION.sub("[*]", msg)
+        if key not in self._counts and len(self._counts) >= _MAX_NOTE_KINDS:
+            self.overflow += count
+            return
+        self._counts[key] += count
 
     def render(self) -> list[str]:
-        return [m if c == 1 else f"{m} (x{c})" for m, c in self._counts.items()]
+        out = [m if c == 1 else f"{m} (x{c})" for m, c in self._counts.items()]
+        if self.overflow:
+            out.append(f"... and {self.overflow} further note(s) of other kinds")
+        return out
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 2, 48, 48
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = 4
+
+
+def _short(value: Any) -> str:
+    """A bounded, printable rendering of any value for notes and messages."""
+    try:
+        return _SHORT.repr(value)
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__}>"
+
+
+class _Reader:
+    """Strict JSON decoding that notes duplicate keys and keeps over-long integers as text."""
+
+    def __init__(self) -> None:
+        self.duplicates: list[str] = []
+        self.decoder = json.JSONDecoder(object_pairs_hook=self._object, parse_int=_json_int)
+
+    def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    self.duplicates.append(key)
+                seen.add(key)
+        return out
+
+
+def _json_int(digits: str) -> int | str:
+    if len(digits) > _MAX_INT_DIGITS:
+        return f"<a number of {len(digits)} digits>"
+    return int(digits)
+
+
+@dataclass(slots=True)
+class _Budget:
+    """Work left for json_repair on this reply, and what was refused."""
+
+    mends: int = _MAX_MENDS
+    chars: int = _MAX_MEND_CHARS
+    refused: Counter[str] = field(default_factory=Counter)
+    capped: bool = False  # stopped looking for JSON values after _MAX_CANDIDATES
 
 
 @dataclass(slots=True)
@@ -102,16 +204,34 @@ class _Candidate:
     end: int
     repaired: bool = False
     surrounded: bool = False  # other text lay before or after it
+    duplicates: list[str] = field(default_factory=list)
 
 
-def parse_answer(text: str, model: type[BaseModel]) -> ParseResult:
-    """Read the answer of type ``model`` from a model's raw output ``text``."""
+def parse_answer(text: str, model: type[BaseModel], *, n: int | None = None) -> ParseResult:
+    """Read the answer of type ``model`` from a model's raw output ``text``.
+
+    ``n`` is the number of sentences of the unit when known: ranges written in ``context_idx``
+    are then expanded within ``1..n`` only. Never raises on content: anything unreadable is an
+    error in the result.
+    """
     if not isinstance(text, str):
         raise TypeError(f"expected the model's text, got {type(text).__name__}")
+    try:
+        return _parse(text, model, n)
+    except Exception as exc:  # noqa: BLE001 - a reply must never take the run down
+        return ParseResult(None, [ValidationIssue(
+            IssueCode.PARSE_ERROR, f"the reply could not be read ({type(exc).__name__})")],
+            [f"internal parser error: {type(exc).__name__}: {_short(str(exc))}"])
+
+
+def _parse(text: str, model: type[BaseModel], n: int | None) -> ParseResult:
     global_notes: list[str] = []
     body = text
-    if _THINK.search(body):
-        body = _THINK.sub(" ", body)
+    if len(body) > MAX_REPLY_CHARS:
+        global_notes.append(f"reply of {len(text):,} characters: only the first {MAX_REPLY_CHARS:,} were read")
+        body = body[:MAX_REPLY_CHARS]
+    body, removed = _strip_think(body)
+    if removed:
         global_notes.append("removed <think> block")
     regions: list[str] = [m.group(1) for m in _FENCE.finditer(body) if m.group(1).strip()]
     if regions:
@@ -119,16 +239,24 @@ def parse_answer(text: str, model: type[BaseModel]) -> ParseResult:
     else:
         regions = [body]
 
+    budget = _Budget()
     candidates: list[_Candidate] = []
     for region in regions:
-        candidates.extend(_json_candidates(region))
+        if len(candidates) >= _MAX_CANDIDATES:
+            budget.capped = True
+            break
+        candidates.extend(_json_candidates(region, budget, _MAX_CANDIDATES - len(candidates)))
+    global_notes.extend(f"{why}; not mended (x{k})" if k > 1 else f"{why}; not mended"
+                        for why, k in budget.refused.items())
+    if budget.capped:
+        global_notes.append(f"stopped looking for JSON after {_MAX_CANDIDATES} values")
     if not candidates:
-        snippet = text.strip()[:80].replace("\n", " ")
+        snippet = clean_text(text.strip()[:80].replace("\n", " "))[0]
         return ParseResult(None, [ValidationIssue(
             IssueCode.PARSE_ERROR, f"no JSON object found in the reply (starts: {snippet!r})")],
             global_notes)
 
-    results = [(_fit_guarded(c, model), c) for c in candidates]
+    results = [(_fit_guarded(c, model, n), c) for c in candidates]
     best, chosen = max(results, key=lambda rc: (rc[0].value is not None, -len(rc[0].errors),
                                                 len(rc[0].segments), rc[1].end - rc[1].start, rc[1].start))
     notes = list(global_notes)
@@ -138,95 +266,175 @@ def parse_answer(text: str, model: type[BaseModel]) -> ParseResult:
         notes.append("ignored text around the JSON")
     if chosen.repaired:
         notes.append("repaired malformed or truncated JSON")
+    if chosen.duplicates:
+        keys = ", ".join(sorted({_short(k) for k in chosen.duplicates})[:5])
+        notes.append(f"duplicate key(s) {keys} in one object; the last value was used")
     best.notes = notes + best.notes
     return best
 
 
-def _json_candidates(region: str) -> list[_Candidate]:
-    """JSON values found in ``region``: strictly decoded where possible, mended otherwise."""
+def _strip_think(body: str) -> tuple[str, bool]:
+    """``body`` without its closed ``<think>...</think>`` blocks (linear; an unclosed tag stays)."""
+    parts: list[str] = []
+    pos = 0
+    while True:
+        opened = _THINK_OPEN.search(body, pos)
+        if opened is None:
+            break
+        closed = _THINK_CLOSE.search(body, opened.end())
+        if closed is None:
+            break
+        parts += [body[pos:opened.start()], " "]
+        pos = closed.end()
+    if not parts:
+        return body, False
+    parts.append(body[pos:])
+    return "".join(parts), True
+
+
+def _useful(value: Any) -> bool:
+    """Could this JSON value fit an answer? Objects, or lists holding an object."""
+    if isinstance(value, dict):
+        return bool(value)
+    return isinstance(value, list) and any(isinstance(v, dict) for v in value)
+
+
+def _json_candidates(region: str, budget: _Budget, room: int) -> list[_Candidate]:
+    """Up to ``room`` JSON values found in ``region``: strictly decoded where possible, mended
+    otherwise. Linear in the region: every stretch is scanned once."""
+    reader = _Reader()
     stripped = region.strip()
     try:
-        value = json.loads(stripped)
-    except (json.JSONDecodeError, RecursionError):
+        value = reader.decoder.decode(stripped)
+    except (ValueError, RecursionError):
         pass
     else:
         if isinstance(value, (dict, list)):
-            return [_Candidate(value, 0, len(region))]
+            return [_Candidate(value, 0, len(region), duplicates=reader.duplicates)]
     found: list[_Candidate] = []
-    decoder = json.JSONDecoder()
     pos = 0
-    while len(found) < _MAX_CANDIDATES:
-        starts = [i for i in (region.find("{", pos), region.find("[", pos)) if i >= 0]
-        if not starts:
+    while True:
+        broad = budget.mends > 0 and budget.chars > 0
+        opener = (_OPENER if broad else _STRICT_OPENER).search(region, pos)
+        if opener is None:
             break
-        i = min(starts)
+        if len(found) >= room:
+            budget.capped = True
+            break
+        i = opener.start()
+        # Decode the bracketed stretch only: a decoding error costs time proportional to the
+        # text before it (line and column numbers), so decoding in place would be quadratic.
+        end, depth = _bracket_extent(region, i)
+        reader.duplicates = []
         try:
-            value, end = decoder.raw_decode(region, i)
-        except (json.JSONDecodeError, RecursionError):
-            # Mend the bracketed stretch only, so that later values are still scanned.
-            end = _bracket_extent(region, i)
-            found.extend(_mended(region, i, end))
+            value, used = reader.decoder.raw_decode(region[i:end])
+        except (ValueError, RecursionError):
+            # Mend the stretch only, so that later values are still scanned.
+            found.extend(_mended(region, i, end, depth, budget)[: room - len(found)])
         else:
-            if isinstance(value, (dict, list)) and value:
-                found.append(_Candidate(value, i, end))
+            if _useful(value):
+                found.append(_Candidate(value, i, i + used, duplicates=reader.duplicates))
         pos = max(end, i + 1)
     for c in found:
         c.surrounded = bool(region[:c.start].strip() or region[c.end:].strip())
     return found
 
 
-def _mended(region: str, start: int, end: int) -> list[_Candidate]:
+def _mended(region: str, start: int, end: int, depth: int, budget: _Budget) -> list[_Candidate]:
+    stretch = region[start:end]
+    if "{" not in stretch:
+        return []  # no object can come out of it
+    if depth > _MAX_MEND_DEPTH:
+        budget.refused[f"JSON nested more than {_MAX_MEND_DEPTH} deep"] += 1
+        return []
+    if budget.mends <= 0 or len(stretch) > budget.chars:
+        budget.refused[f"broken JSON beyond the repair budget ({_MAX_MENDS} stretches, "
+                       f"{_MAX_MEND_CHARS:,} characters)"] += 1
+        return []
+    budget.mends -= 1
+    budget.chars -= len(stretch)
     try:
-        mended = json_repair.loads(region[start:end])
+        mended = json_repair.loads(_quote_bare_keys(stretch))
     except (ValueError, RecursionError):
         return []
     if isinstance(mended, list) and region[start] == "{":
         # json_repair returns several top-level objects as a list.
         return [_Candidate(v, start, end, True) for v in mended if isinstance(v, dict) and v]
-    if isinstance(mended, (dict, list)) and mended:
+    if _useful(mended):
         return [_Candidate(mended, start, end, True)]
     return []
 
 
-def _bracket_extent(text: str, start: int) -> int:
-    """End of the bracketed value opening at ``start`` (end of text when it never closes)."""
-    depth = 0
+def _quote_bare_keys(text: str) -> str:
+    """Put quotes round unquoted object keys outside strings (``{to_idx:-2}`` ->
+    ``{"to_idx":-2}``): json_repair reads ``-2`` after a bare key as text and loses the sign."""
+    if _BARE_KEY.search(text) is None:
+        return text
+    parts: list[str] = []
+    start = 0  # start of the current piece
+    quote = ""  # the quote character of the string we are in, "" outside strings
+    skip = -1
+    for m in _QUOTE_TOKENS.finditer(text):
+        j = m.start()
+        if j < skip:
+            continue
+        ch = text[j]
+        if quote:
+            if ch == "\\":
+                skip = j + 2
+            elif ch == quote:
+                parts.append(text[start:j + 1])
+                start, quote = j + 1, ""
+        elif ch in "\"'":
+            parts.append(_BARE_KEY.sub(r'\1"\2"\3', text[start:j]))
+            start, quote = j, ch
+    tail = text[start:]
+    parts.append(tail if quote else _BARE_KEY.sub(r'\1"\2"\3', tail))
+    return "".join(parts)
+
+
+def _bracket_extent(text: str, start: int) -> tuple[int, int]:
+    """End of the bracketed value opening at ``start`` (end of text when it never closes) and
+    its deepest nesting. Visits only brackets, quotes and backslashes."""
+    depth = deepest = 0
     in_string = False
-    escaped = False
-    for j in range(start, len(text)):
+    skip = -1
+    for m in _BRACKET_TOKENS.finditer(text, start):
+        j = m.start()
+        if j < skip:
+            continue
         ch = text[j]
         if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
+            if ch == "\\":
+                skip = j + 2
             elif ch == '"':
                 in_string = False
         elif ch == '"':
             in_string = True
         elif ch in "{[":
             depth += 1
+            deepest = max(deepest, depth)
         elif ch in "}]":
             depth -= 1
             if depth == 0:
-                return j + 1
-    return len(text)
+                return j + 1, deepest
+    return len(text), deepest
 
 
 # --------------------------------------------------------------------------------------------
 # Fitting one JSON value to the model
 
 
-def _fit_guarded(candidate: _Candidate, model: type[BaseModel]) -> ParseResult:
+def _fit_guarded(candidate: _Candidate, model: type[BaseModel], n: int | None) -> ParseResult:
     try:
-        return _fit(candidate, model)
+        return _fit(candidate, model, n)
     except RecursionError:
         return ParseResult(None, [ValidationIssue(IssueCode.SCHEMA_ERROR, "JSON nested too deeply")],
                            [], None)
 
 
-def _fit(candidate: _Candidate, model: type[BaseModel]) -> ParseResult:
-    notes = _Notes()
+def _fit(candidate: _Candidate, model: type[BaseModel], n: int | None) -> ParseResult:
+    notes = _Notes(n)
     errors: list[ValidationIssue] = []
     data = _reshape(candidate.value, model, notes)
     if not isinstance(data, dict):
@@ -234,12 +442,13 @@ def _fit(candidate: _Candidate, model: type[BaseModel]) -> ParseResult:
             IssueCode.SCHEMA_ERROR, f"expected a JSON object for {model.__name__}, got {type(data).__name__}")],
             notes.render(), candidate.value)
     coerced = _coerce_model(data, model, "", notes, errors)
+    _count_malformed(errors)
     try:
         value = model.model_validate(coerced, strict=True)
     except ValidationError as exc:
         issues = [ValidationIssue(
             IssueCode.SCHEMA_ERROR,
-            f"{'.'.join(str(p) for p in e['loc']) or model.__name__}: {e['msg']}") for e in exc.errors()]
+            f"{'.'.join(str(p) for p in e['loc']) or model.__name__}: {e['msg']}") for e in exc.errors()[:8]]
         return ParseResult(None, errors + issues, notes.render(), candidate.value)
     return ParseResult(value, errors, notes.render(), candidate.value)
 
@@ -357,15 +566,20 @@ def _coerce_model(data: dict[str, Any], model: type[BaseModel], where: str, note
     aliases = _SEGMENT_ALIASES if model is Segment else {}
     renamed: dict[str, Any] = {}
     for key, value in data.items():
-        target = key
-        if key not in fields:
-            norm = _normalise_key(key)
-            target = norm if norm in fields else aliases.get(norm, key)
-            if target != key and target in fields and target not in data:
-                notes.add(f"read {key!r} as {target!r}")
-            else:
-                target = key
-        renamed[target] = value
+        if key in fields:
+            if key in renamed:  # an alias came first and took the field: the real name wins
+                notes.add(f"{where}{key} given under two names; used {key!r}")
+            renamed[key] = value
+            continue
+        norm = _normalise_key(key)
+        target = norm if norm in fields else aliases.get(norm)
+        if target is None:
+            notes.add(f"ignored unknown key {_short(key)}" + (f" in {where.rstrip('.')}" if where else ""))
+        elif target in data or target in renamed:
+            notes.add(f"{where}{target} given under two names; ignored {_short(key)}")
+        else:
+            notes.add(f"read {_short(key)} as {target!r}")
+            renamed[target] = value
     out: dict[str, Any] = {}
     for name, info in fields.items():
         label = f"{where}{name}"
@@ -404,14 +618,19 @@ def _coerce_value(value: Any, annotation: Any, label: str, notes: _Notes,
 
 def _to_str(value: Any, label: str, notes: _Notes) -> Any:
     if isinstance(value, str):
-        return value
-    if isinstance(value, list):
+        text = value
+    elif isinstance(value, list):
         notes.add(f"{label} given as a list; joined into text")
-        return "\n".join(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in value)
-    if isinstance(value, (dict, int, float, bool)):
+        text = "\n".join(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in value)
+    elif isinstance(value, (dict, int, float, bool)):
         notes.add(f"{label} given as {type(value).__name__}; written as text")
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return value
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        return value
+    cleaned, changed = clean_text(text)
+    if changed:
+        notes.add(f"{label}: {changed} lone surrogate or control character(s) replaced or removed")
+    return cleaned
 
 
 def _to_int(value: Any) -> int | None:
@@ -420,8 +639,8 @@ def _to_int(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str):
+        return int(value) if value.is_integer() else None  # NaN and infinities are not
+    if isinstance(value, str) and len(value) <= _MAX_INDEX_TEXT:
         m = _INT_TEXT.match(value.strip())
         return int(m.group(1)) if m else None
     return None
@@ -435,7 +654,8 @@ def _to_int_list(value: Any, label: str, notes: _Notes) -> list[int]:
         number = _to_int(value)
         notes.add(f"{label} given as a single number; read as a list")
         return [number] if number is not None else []
-    if isinstance(value, str):
+    from_text = isinstance(value, str)
+    if from_text:
         notes.add(f"{label} given as text; read as a list")
         text = _RANGE_GAP.sub(lambda m: m.group(1) or "-", value.strip().strip("[]()"))
         items: list[Any] = [t for t in re.split(r"[,;\s]+", text) if t]
@@ -451,20 +671,55 @@ def _to_int_list(value: Any, label: str, notes: _Notes) -> list[int]:
         notes.add(f"{label} of type {type(value).__name__} ignored")
         return []
     out: list[int] = []
+    converted: Counter[str] = Counter()  # item types read as integers
     for v in items:
+        if type(v) is int:
+            out.append(v)
+            continue
         number = _to_int(v)
         if number is not None:
-            if not (isinstance(v, int) and not isinstance(v, bool)) and not isinstance(value, str):
-                notes.add(f"{label} item given as {type(v).__name__}; read as integer")
+            if not from_text:
+                converted[type(v).__name__] += 1
             out.append(number)
             continue
-        m = _RANGE_TEXT.match(v.strip()) if isinstance(v, str) else None
-        if m and 0 <= int(m.group(2)) - int(m.group(1)) < _MAX_RANGE_EXPANSION:
-            notes.add(f"{label} item {v!r} expanded as a range")
-            out.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+        m = _RANGE_TEXT.match(v.strip()) if isinstance(v, str) and len(v) <= _MAX_INDEX_TEXT else None
+        if m is None or int(m.group(1)) > int(m.group(2)):
+            notes.add(f"{label} item {_short(v)} is not an index; dropped")
         else:
-            notes.add(f"{label} item {v!r} is not an index; dropped")
+            _expand_range(v, int(m.group(1)), int(m.group(2)), out, label, notes)
+    for kind, count in converted.items():
+        notes.add(f"{label} item given as {kind}; read as integer", count)
     return out
+
+
+def _expand_range(item: str, a: int, b: int, out: list[int], label: str, notes: _Notes) -> None:
+    """Append the indices of the range ``a..b`` (``a <= b``): within ``1..n`` when the unit size
+    is known, keeping an end that lies outside so that validation still reports it."""
+    if notes.n is None:
+        if b - a >= _MAX_RANGE_EXPANSION:
+            notes.add(f"{label} item {_short(item)} is not an index; dropped")
+            return
+        lo, hi, before, after = a, b, [], []
+    else:
+        lo, hi = max(a, 1), min(b, notes.n)
+        if lo > hi:  # wholly outside the unit: its ends, for validation to report
+            out.extend([a] if a == b else [a, b])
+            notes.add(f"{label} item {_short(item)} lies outside the unit; kept its ends")
+            return
+        before = [a] if a < lo else []
+        after = [b] if b > hi else []
+    size = hi - lo + 1
+    if size > notes.expand_left:
+        notes.add(f"{label} item {_short(item)} not expanded: the reply's budget of "
+                  f"{_MAX_EXPANDED_INDICES:,} range indices is spent")
+        out.extend(before + after)
+        return
+    notes.expand_left -= size
+    out.extend(before)
+    out.extend(range(lo, hi + 1))
+    out.extend(after)
+    clipped = " within the unit" if before or after else ""
+    notes.add(f"{label} item {_short(item)} expanded as a range{clipped}")
 
 
 def _coerce_model_list(value: Any, item_model: type[BaseModel], label: str, notes: _Notes,
@@ -479,8 +734,7 @@ def _coerce_model_list(value: Any, item_model: type[BaseModel], label: str, note
     out: list[Any] = []
     for k, item in enumerate(value):
         if not isinstance(item, dict):
-            _drop(item_model, label, k, f"entry {json.dumps(item, ensure_ascii=False)[:40]} is not an object",
-                  notes, errors)
+            _drop(item_model, label, k, f"entry {_short(item)} is not an object", notes, errors)
             continue
         coerced = _coerce_model(item, item_model, f"{label}[{k}].", notes, errors)
         if item_model is Segment:
@@ -506,7 +760,7 @@ def _segment_problem(seg: dict[str, Any]) -> str | None:
         if key not in seg:
             return f"{key} missing"
         if not isinstance(seg[key], int) or isinstance(seg[key], bool):
-            return f"{key} {seg[key]!r} is not an integer"
+            return f"{key} {_short(seg[key])} is not an integer"
     if not isinstance(seg.get("subtitle", ""), str):
         return "subtitle is not text"
     return None
@@ -520,3 +774,16 @@ def _drop(item_model: type[BaseModel], label: str, k: int, why: str, notes: _Not
     else:
         notes.add(f"{label}[{k}] dropped: {why}")
 
+
+def _count_malformed(errors: list[ValidationIssue]) -> None:
+    """Keep the first :data:`_MAX_MALFORMED` unusable-entry errors; fold the rest into one."""
+    malformed = [i for i, e in enumerate(errors) if e.code is IssueCode.SEGMENT_MALFORMED]
+    if len(malformed) <= _MAX_MALFORMED:
+        return
+    extra = malformed[_MAX_MALFORMED:]
+    first_extra = errors[extra[0]]
+    keep = set(extra)
+    errors[:] = [e for i, e in enumerate(errors) if i not in keep]
+    errors.append(ValidationIssue(IssueCode.SEGMENT_MALFORMED,
+                                  f"{len(extra)} more segment entries unusable; they were ignored",
+                                  first_extra.segment))

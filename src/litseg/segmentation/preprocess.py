@@ -64,6 +64,21 @@ def index_sentences(text: str, unit: Unit, *, max_sentence_words: int | None = 1
     return [Sentence(idx=i, start=s, end=e) for i, (s, e) in enumerate(spans, 1)]
 
 
+def paragraph_starts(text: str, spans: Sequence[tuple[int, int]]) -> list[bool]:
+    """Whether each sentence opens a paragraph: the first one does, the others when the gap
+    before them holds a blank line (``\\r`` ignored, so CRLF and CR texts read alike)."""
+    out: list[bool] = []
+    prev_end: int | None = None
+    for start, _end in spans:
+        if prev_end is None:
+            out.append(True)
+        else:
+            gap = text[prev_end:start].replace("\r\n", "\n").replace("\r", "\n")
+            out.append(gap.count("\n") >= 2)
+        prev_end = _end
+    return out
+
+
 def _cap_sentence(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
     # Skip the paragraph and sentence levels: this is already one sentence.
     return _pack(text, _pieces(text, start, end, max_words, level=2), max_words)
@@ -81,4 +96,4 @@ def load_documents(spec: str | Path | Sequence[str | Path], **prepare_kwargs) ->
             yield ReadFailure(path, exc)
 
 
-__all__ = ["index_sentences", "load_documents", "prepare_document"]
+__all__ = ["index_sentences", "load_documents", "paragraph_starts", "prepare_document"]

@@ -6,8 +6,14 @@ left); when nothing usable came back at all, the whole unit becomes the output. 
 this module also mends what a parser cannot: swapped ranges are turned round, ranges reaching
 outside ``1..n`` are clamped (or dropped when they lie wholly outside), identical ranges are
 merged, segments are put in source order, and context indices that are out of bounds, repeated,
-or inside their own main range are dropped. The whole-unit fallback splits the unit greedily
-under a word cap so that no chunk exceeds what the downstream consumers accept.
+or inside their own main range are dropped, and an answer that repeats the unit's text too
+often is cut back to the spread limit of validation (ranges kept in answer order while the main
+ranges, gaps filled, hold at most ``MAX_SPREAD * n`` sentences; context lists likewise). The
+whole-unit fallback splits the unit greedily under a word cap so that no chunk exceeds what the
+downstream consumers accept.
+
+Repair is linear in ``n`` plus the size of the answer, and the chunks built from its output hold
+at most ``2 * MAX_SPREAD`` times the unit's text.
 
 Postcondition (property-tested): ``validate_segments(repair_segments(s, n)[0], n) == []``.
 """
@@ -20,7 +26,7 @@ from enum import Enum
 from typing import Any
 
 from litseg.segmentation.schema import Segment
-from litseg.segmentation.validation import format_runs, runs
+from litseg.segmentation.validation import MAX_SPREAD, coverage_counts, format_runs, runs
 
 
 class RepairKind(str, Enum):
@@ -114,7 +120,7 @@ def repair_segments(
         drafts.append(_Draft(pos, seg.subtitle, clamped[0], clamped[1], list(seg.context_idx)))
 
     if n == 0:
-        return [], repairs
+        return [], _folded(repairs)
     if not drafts:
         whole = (whole_unit_segments(n, sentence_words, max_words, subtitle=fallback_subtitle)
                  if sentence_words is not None and max_words is not None
@@ -122,19 +128,81 @@ def repair_segments(
         repairs.append(Repair(RepairKind.WHOLE_UNIT,
                               f"no usable range; whole unit used as {len(whole)} segment(s)",
                               None, tuple(s.from_idx for s in whole)))
-        return whole, repairs
+        return whole, _folded(repairs)
 
-    drafts = _merge_duplicates(drafts, repairs)
+    drafts = _within_spread(_merge_duplicates(drafts, repairs), n, repairs)
     ordered = sorted(drafts, key=lambda d: (d.start, d.end))
     if [d.pos for d in ordered] != [d.pos for d in drafts]:
         repairs.append(Repair(RepairKind.SORTED, "segments put in source order"))
     drafts = ordered
     _fill_gaps(drafts, n, repairs)
     drafts = _merge_duplicates(sorted(drafts, key=lambda d: (d.start, d.end)), repairs)
+    context_left = MAX_SPREAD * n
     for d in drafts:
         _clean_context(d, n, repairs)
+        if len(d.context) > context_left:
+            cut = d.context[context_left:]
+            d.context = d.context[:context_left]
+            repairs.append(Repair(RepairKind.DROPPED_CONTEXT,
+                                  f"segment {d.pos + 1}: context_idx {format_runs(cut)} dropped (the "
+                                  f"context lists may name at most {MAX_SPREAD * n} sentences in all)",
+                                  d.pos, tuple(cut[:40])))
+        context_left -= len(d.context)
     return [Segment(subtitle=d.subtitle, from_idx=d.start, to_idx=d.end, context_idx=d.context)
-            for d in drafts], repairs
+            for d in drafts], _folded(repairs)
+
+
+#: Repairs of one kind listed one by one; further ones are folded into a single record.
+MAX_REPAIRS_PER_KIND = 20
+
+
+def _folded(repairs: list[Repair]) -> list[Repair]:
+    """At most :data:`MAX_REPAIRS_PER_KIND` records per kind, then one that counts the rest
+    (a pathological answer must not make the diagnostics huge)."""
+    seen: dict[RepairKind, int] = {}
+    out: list[Repair] = []
+    for r in repairs:
+        seen[r.kind] = seen.get(r.kind, 0) + 1
+        if seen[r.kind] <= MAX_REPAIRS_PER_KIND:
+            out.append(r)
+    for kind, count in seen.items():
+        if count > MAX_REPAIRS_PER_KIND:
+            out.append(Repair(kind, f"... and {count - MAX_REPAIRS_PER_KIND} more {kind.value} repairs",
+                              None, (count - MAX_REPAIRS_PER_KIND,)))
+    return out
+
+
+def _within_spread(drafts: list[_Draft], n: int, repairs: list[Repair]) -> list[_Draft]:
+    """The longest prefix (in answer order) of ``drafts`` whose ranges, once the gaps are
+    filled, hold at most ``MAX_SPREAD * n`` sentences. Linear: the work stops at the limit."""
+    limit = MAX_SPREAD * n
+    total = sum(d.end - d.start + 1 for d in drafts)
+    if total <= limit - n:  # even filling every sentence stays within the limit
+        return drafts
+    counts = coverage_counts([Segment(from_idx=d.start, to_idx=d.end) for d in drafts], n)
+    if total + sum(1 for c in counts[1:] if not c) <= limit:
+        return drafts
+    covered = bytearray(n + 1)
+    n_covered = total = 0
+    kept: list[_Draft] = []
+    for d in drafts:
+        length = d.end - d.start + 1
+        if total + length > limit:
+            break
+        new = [i for i in range(d.start, d.end + 1) if not covered[i]]
+        if total + length + (n - n_covered - len(new)) > limit:
+            break
+        for i in new:
+            covered[i] = 1
+        n_covered += len(new)
+        total += length
+        kept.append(d)
+    dropped = drafts[len(kept):]
+    repairs.append(Repair(RepairKind.DROPPED_RANGE,
+                          f"{len(dropped)} range(s) dropped from segment {dropped[0].pos + 1} on: the main "
+                          f"ranges may hold at most {limit} sentences ({MAX_SPREAD} per sentence)",
+                          dropped[0].pos, (len(dropped),)))
+    return kept
 
 
 def _merge_duplicates(drafts: list[_Draft], repairs: list[Repair]) -> list[_Draft]:
@@ -155,17 +223,24 @@ def _merge_duplicates(drafts: list[_Draft], repairs: list[Repair]) -> list[_Draf
 
 def _fill_gaps(drafts: list[_Draft], n: int, repairs: list[Repair]) -> None:
     """Give each uncovered run to the segment ending just before it (else the one after it)."""
-    covered: set[int] = set()
+    counts = coverage_counts([Segment(from_idx=d.start, to_idx=d.end) for d in drafts], n)
+    gaps = runs(i for i in range(1, n + 1) if not counts[i])
+    if not gaps:
+        return
+    # A gap's left neighbour is a range ending just before it (the last such in source order);
+    # gaps are separated by covered sentences, so growing one owner never makes it another's.
+    ending: dict[int, _Draft] = {}
+    starting: dict[int, _Draft] = {}
     for d in drafts:
-        covered.update(range(d.start, d.end + 1))
-    for a, b in runs(set(range(1, n + 1)) - covered):
-        left = [d for d in drafts if d.end == a - 1]
-        if left:
-            owner = left[-1]
+        ending[d.end] = d
+        starting.setdefault(d.start, d)
+    for a, b in gaps:
+        if a - 1 in ending:
+            owner = ending[a - 1]
             owner.end = b
             side = "preceding"
         else:
-            owner = next(d for d in drafts if d.start == b + 1)
+            owner = starting[b + 1]
             owner.start = a
             side = "following"
         repairs.append(Repair(RepairKind.FILLED_GAP,
@@ -175,6 +250,7 @@ def _fill_gaps(drafts: list[_Draft], n: int, repairs: list[Repair]) -> None:
 
 def _clean_context(d: _Draft, n: int, repairs: list[Repair]) -> None:
     keep: list[int] = []
+    kept: set[int] = set()
     outside: list[int] = []
     inside: list[int] = []
     repeated: list[int] = []
@@ -183,10 +259,11 @@ def _clean_context(d: _Draft, n: int, repairs: list[Repair]) -> None:
             outside.append(c)
         elif d.start <= c <= d.end:
             inside.append(c)
-        elif c in keep:
+        elif c in kept:
             repeated.append(c)
         else:
             keep.append(c)
+            kept.add(c)
     d.context = sorted(keep)
     reasons = [(outside, f"outside 1-{n}"), (inside, "inside the main range"), (repeated, "repeated")]
     dropped = [f"{format_runs(ix)} ({why})" for ix, why in reasons if ix]

@@ -5,8 +5,9 @@ conversation with a :class:`~litseg.llm.base.Completion`. Each answer is parsed 
 an answer with blocking issues is shown back to the model together with a correction request,
 up to ``max_retries`` times. The best attempt (least damage, see :func:`damage`) is then
 repaired so that the result always covers the unit; when no attempt could be read at all the
-unit is split greedily under a word cap. Every try, issue, leniency and repair is recorded in
-the diagnostics.
+unit-level fallback takes over: ``fallback="whole_unit"`` keeps the unit whole as one segment (the
+paper's rule), ``fallback="pieces"`` splits it greedily under a word cap. Every try, issue,
+leniency, repair and limit reached is recorded in the diagnostics.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from litseg.errors import ModelUnreachable, is_unavailable
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.repair import Repair, RepairKind, repair_segments, whole_unit_segments
-from litseg.segmentation.schema import Segment, answer_segments
+from litseg.segmentation.schema import SchemaLimits, Segment, answer_segments, limit_hits
+from litseg.segmentation.textsafe import clean_text
 from litseg.segmentation.validation import (
     IssueCode,
     ValidationIssue,
     blocking_issues,
     feedback_message,
+    overlap_stats,
     validate_segments,
 )
 
@@ -33,6 +37,30 @@ if TYPE_CHECKING:  # only the type: the loop reads a completion's fields and imp
 
 Ask = Callable[[list[dict[str, str]]], "Completion"]
 Fallback = Literal["none", "repair", "whole_unit"]
+#: What becomes of a unit with no readable answer (``method.fallback``): kept whole as one
+#: segment (the paper's rule), or split into pieces under ``fallback_max_words``.
+UnitFallback = Literal["whole_unit", "pieces"]
+UNIT_FALLBACKS: tuple[str, ...] = ("whole_unit", "pieces")
+#: The shares a report gives per chunker, in this order (see :func:`fallback_category`).
+FALLBACK_CATEGORIES: tuple[str, ...] = ("repair", "pieces", "whole_unit")
+
+
+def check_unit_fallback(value: str) -> str:
+    if value not in UNIT_FALLBACKS:
+        raise ValueError(f"fallback must be one of {list(UNIT_FALLBACKS)}, got {value!r}")
+    return value
+
+
+def fallback_category(diagnostics: dict[str, Any]) -> str:
+    """How a unit's chunks came about, from its diagnostics: ``none`` (the answer as given),
+    ``repair`` (the answer mended), ``pieces`` (no usable answer; word-capped pieces),
+    ``whole_unit`` (no usable answer; the unit as one chunk), or a chunker's own fallback name
+    (e.g. LumberChunker's ``window_end``). Diagnostics written before ``unit_fallback`` existed
+    say ``whole_unit`` for what were pieces, and are read as such."""
+    fallback = str(diagnostics.get("fallback") or "none")
+    if fallback == "whole_unit":
+        return str(diagnostics.get("unit_fallback") or "pieces")
+    return fallback
 
 CUT_OFF_NOTICE = "Your reply was cut off at the length limit: keep the text fields brief this time."
 
@@ -69,6 +97,7 @@ class TryRecord:
     finish_reason: str = ""
     from_cache: bool = False
     error: str | None = None
+    limit_hits: list[dict[str, Any]] = field(default_factory=list)  # fields that reached a schema limit
 
     @property
     def issue_codes(self) -> list[str]:
@@ -81,8 +110,12 @@ class SegmentationDiagnostics:
     attempts: list[TryRecord] = field(default_factory=list)
     chosen_attempt: int | None = None  # the attempt whose segments were used
     fallback: Fallback = "none"
+    unit_fallback: str | None = None  # with fallback "whole_unit": "whole_unit" (one segment) | "pieces"
     repairs: list[Repair] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    limit_hits: list[dict[str, Any]] = field(default_factory=list)  # of the chosen attempt
+    # How much the final main ranges overlap (validation.overlap_stats): overlap is allowed.
+    overlap: dict[str, Any] = field(default_factory=dict)
 
     @property
     def prompt_tokens(self) -> int:
@@ -105,6 +138,7 @@ class SegmentationDiagnostics:
             "tries": self.tries,
             "chosen_attempt": self.chosen_attempt,
             "fallback": self.fallback,
+            "unit_fallback": self.unit_fallback,
             "first_try_valid": self.first_try_valid,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -112,6 +146,8 @@ class SegmentationDiagnostics:
             "attempts": [{**asdict(a), "issue_codes": a.issue_codes} for a in self.attempts],
             "repairs": [r.to_dict() for r in self.repairs],
             "notes": list(self.notes),
+            "limit_hits": list(self.limit_hits),
+            "overlap": dict(self.overlap),
         }
 
 
@@ -137,13 +173,22 @@ def segment_with_retries(
     extract_segments: Callable[[BaseModel], list[Segment]] = answer_segments,
     max_retries: int = 2,
     feedback: Callable[[Sequence[ValidationIssue], int], str] = feedback_message,
+    fallback: str = "pieces",
+    limits: SchemaLimits | None = None,
 ) -> SegmentationOutcome:
     """Ask for a segmentation of a unit of ``n`` sentences until it is valid or retries run out.
 
     On an invalid answer the conversation grows by the model's reply and a user message with
     ``feedback(issues, n)``; a failed backend call (``Completion.error``) is retried with the
-    same conversation. The returned segments always pass :func:`validate_segments` cleanly.
+    same conversation, except when the model never saw the request (``error_kind ==
+    "unavailable"``: connection, timeout, server error after the backend's own retries): then
+    :class:`~litseg.errors.ModelUnreachable` is raised at once, with the diagnostics so far, and
+    no feedback turn or fallback is spent on it (the caller fails the unit). The returned segments always pass :func:`validate_segments` cleanly.
+    ``fallback`` decides what a unit without any usable answer becomes (:data:`UNIT_FALLBACKS`);
+    with ``limits`` (the limits the answer was decoded under) every parsed answer is checked for
+    fields that reached them (``limit_hits`` on the try, and on the diagnostics for the chosen one).
     """
+    check_unit_fallback(fallback)
     if n < 1:
         raise ValueError(f"a unit to segment needs at least one sentence, got n={n}")
     if len(sentence_words) != n:
@@ -168,15 +213,20 @@ def segment_with_retries(
         diag.attempts.append(record)
         if completion.error is not None:
             record.issues = [ValidationIssue(IssueCode.BACKEND_ERROR, completion.error).to_dict()]
+            if is_unavailable(completion):
+                diag.notes.append(f"try {attempt + 1}: the model could not be reached; the unit is not segmented")
+                raise ModelUnreachable(completion.error, diag.to_dict())
             continue
 
-        result = parse_answer(completion.text, answer_model)
+        result = parse_answer(completion.text, answer_model, n=n)
         record.notes = result.notes
         issues: list[ValidationIssue] = list(result.errors)
         if result.value is not None:
             segments = extract_segments(result.value)
             issues += validate_segments(segments, n)
             record.parsed = True
+            if limits is not None:
+                record.limit_hits = [h.to_dict() for h in limit_hits(result.value, limits, n)]
             record.n_segments = len(segments)
             score = damage(issues, n)
             # Ties go to the later attempt: it has seen the feedback.
@@ -184,7 +234,7 @@ def segment_with_retries(
                 best = (score, attempt, result.value, segments, completion.text)
         if completion.finish_reason == "length":
             record.notes = [*record.notes, "reply cut at the token limit"]
-        record.issues = [i.to_dict() for i in issues]
+        record.issues = _recorded_issues(issues)
         record.valid = record.parsed and not blocking_issues(issues)
         if record.valid:
             break
@@ -193,23 +243,51 @@ def segment_with_retries(
             if completion.finish_reason == "length":
                 request += f"\n{CUT_OFF_NOTICE}"
             conversation += [
-                {"role": "assistant", "content": completion.text},
+                # A lone surrogate in the reply could not be sent (or cached) again.
+                {"role": "assistant", "content": clean_text(completion.text)[0]},
                 {"role": "user", "content": request},
             ]
 
     if best is None:
-        segments = whole_unit_segments(n, sentence_words, max_fallback_words)
-        diag.fallback = "whole_unit"
-        diag.notes.append(f"no readable answer in {diag.tries} tries; unit split into "
-                          f"{len(segments)} segment(s) under a cap of {max_fallback_words} words")
+        diag.fallback, diag.unit_fallback = "whole_unit", fallback
+        if fallback == "pieces":
+            segments = whole_unit_segments(n, sentence_words, max_fallback_words)
+            diag.notes.append(f"no readable answer in {diag.tries} tries; unit split into "
+                              f"{len(segments)} segment(s) under a cap of {max_fallback_words} words")
+        else:
+            segments = [Segment(from_idx=1, to_idx=n)]
+            diag.notes.append(f"no readable answer in {diag.tries} tries; the unit is kept whole as one chunk")
+        diag.overlap = overlap_stats(segments, n)
         return SegmentationOutcome(segments, diag, None, None, conversation)
 
     score, attempt, answer, raw_segments, text = best
     diag.chosen_attempt = attempt
     segments, diag.repairs = repair_segments(raw_segments, n, sentence_words=sentence_words,
-                                             max_words=max_fallback_words)
+                                             max_words=max_fallback_words if fallback == "pieces" else None)
     if any(r.kind is RepairKind.WHOLE_UNIT for r in diag.repairs):
-        diag.fallback = "whole_unit"
+        diag.fallback, diag.unit_fallback = "whole_unit", fallback
     elif score > 0:
         diag.fallback = "repair"
+    diag.limit_hits = list(diag.attempts[attempt].limit_hits)
+    for hit in diag.limit_hits:
+        diag.notes.append(f"{hit['field']} reached its limit of {hit['limit']} {hit['unit']} "
+                          "(schema_limits); the answer may have been cut there")
+    diag.overlap = overlap_stats(segments, n)
     return SegmentationOutcome(segments, diag, answer, text, conversation)
+
+
+#: Issues kept per try in the diagnostics; further ones are counted in one entry.
+MAX_RECORDED_ISSUES = 40
+
+
+def _recorded_issues(issues: Sequence[ValidationIssue]) -> list[dict[str, Any]]:
+    out = [i.to_dict() for i in issues[:MAX_RECORDED_ISSUES]]
+    for d in out:
+        if len(d["indices"]) > MAX_RECORDED_ISSUES:
+            d["indices"] = d["indices"][:MAX_RECORDED_ISSUES]
+    if len(issues) > MAX_RECORDED_ISSUES:
+        rest = issues[MAX_RECORDED_ISSUES:]
+        codes = sorted({i.code.value for i in rest})
+        out.append({"code": rest[0].code.value, "message": f"... and {len(rest)} more issues ({', '.join(codes)})",
+                    "segment": None, "indices": []})
+    return out

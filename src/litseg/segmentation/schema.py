@@ -17,6 +17,8 @@ a bare list or a flattened answer).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -195,19 +197,167 @@ _KEEP_KEYWORDS = {
 }
 _INDEX_FIELDS = {"from_idx", "to_idx"}
 
-#: Length bounds for ``json_schema(..., bounded=True)``. Under a grammar a weak model can keep
-#: writing a free-text field until it runs out of tokens; bounds make every answer finish.
-#: Strings: maximum characters; lists: maximum items (``segments`` is bounded by n instead).
+#: Default length limits of ``json_schema(..., bounded=True)``. Under a grammar a weak model can
+#: keep writing a free-text field until it runs out of tokens; a limit makes every field end. The
+#: limits are sized to leave the reasoning whole, not to keep answers short: the shared strong-teacher
+#: annotations have step texts of up to about 2,100 characters (350 words) and subtitles of up to 120,
+#: so a step text may run to 6,000 characters (about 1,000 words) and a subtitle to 200. Strings:
+#: maximum characters.
 TEXT_BOUNDS: dict[str, int] = {
-    "step_1_events": 400, "step_2_threads": 400, "chapter_title": 80, "subtitle": 80,
-    "type": 40, "description": 160,
+    "step_1_events": 6000, "step_2_threads": 6000, "chapter_title": 200, "subtitle": 200,
+    "type": 80, "description": 600,
 }
-LIST_BOUNDS: dict[str, int] = {"step_3_turning_points": 4, "context_idx": 8}
+#: Lists: maximum items; ``None`` means as many as the unit has sentences (a list that long is
+#: never needed by a valid answer, so the limit only stops a runaway one). ``segments`` is always
+#: bounded by the number of sentences.
+LIST_BOUNDS: dict[str, int | None] = {"step_3_turning_points": None, "context_idx": None}
+
+#: Characters per token assumed when a token budget is checked against the text limits: below the
+#: 3.5 measured on the teacher's step texts with the SmolLM2 tokenizer, so the check errs safe.
+CHARS_PER_TOKEN = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaLimits:
+    """The ``maxLength`` / ``maxItems`` limits put into a bounded schema (config: ``schema_limits``).
+
+    ``text`` maps a string field's name to its maximum characters; ``lists`` maps a list field's
+    name to its maximum items (``None``: the unit's number of sentences). Field names apply
+    wherever the field occurs in an answer.
+    """
+
+    text: Mapping[str, int] = field(default_factory=lambda: dict(TEXT_BOUNDS))
+    lists: Mapping[str, int | None] = field(default_factory=lambda: dict(LIST_BOUNDS))
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | SchemaLimits | None) -> SchemaLimits:
+        """Defaults updated with ``cfg`` (``{text: {...}, lists: {...}}``); None keeps the defaults."""
+        if isinstance(cfg, SchemaLimits):
+            return cfg
+        cfg = dict(cfg or {})
+        unknown = set(cfg) - {"text", "lists"}
+        if unknown:
+            raise ValueError(f"schema_limits: unknown key(s) {sorted(unknown)}; use text: and lists:")
+        text = {**TEXT_BOUNDS, **{str(k): v for k, v in dict(cfg.get("text") or {}).items()}}
+        lists = {**LIST_BOUNDS, **{str(k): v for k, v in dict(cfg.get("lists") or {}).items()}}
+        for name, value in text.items():
+            if value is None or int(value) < 1:
+                raise ValueError(f"schema_limits.text.{name} must be a number of characters >= 1, got {value!r}")
+        for name, value in lists.items():
+            if value is not None and int(value) < 1:
+                raise ValueError(f"schema_limits.lists.{name} must be >= 1 or null, got {value!r}")
+        return cls({k: int(v) for k, v in text.items()},
+                   {k: (None if v is None else int(v)) for k, v in lists.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": dict(self.text), "lists": dict(self.lists)}
+
+    def list_limit(self, name: str, n_sentences: int | None) -> int | None:
+        if name == "segments":
+            return n_sentences
+        if name not in self.lists:
+            return None
+        value = self.lists[name]
+        return n_sentences if value is None else value
+
+    def text_tokens(self, model: type[BaseModel], chars_per_token: float = CHARS_PER_TOKEN) -> int:
+        """Tokens the free-text fields of one ``model`` answer may take at their limits (one
+        item per list; lists of text are counted once): what a token budget must leave room for."""
+        total = 0
+        for name in _string_fields(model):
+            total += self.text.get(name, 0)
+        return int(total / chars_per_token + 0.999)
+
+
+def _string_fields(model: type[BaseModel]) -> list[str]:
+    """Names of the string fields of ``model``, nested models included (list items once)."""
+    names: list[str] = []
+
+    def walk(node: dict[str, Any], defs: dict[str, Any]) -> None:
+        for name, sub in node.get("properties", {}).items():
+            if "$ref" in sub:
+                sub = defs[sub["$ref"].rsplit("/", 1)[-1]]
+            if sub.get("type") == "string":
+                names.append(name)
+            elif sub.get("type") == "array" and isinstance(sub.get("items"), dict):
+                item = sub["items"]
+                if "$ref" in item:
+                    walk(defs[item["$ref"].rsplit("/", 1)[-1]], defs)
+            elif sub.get("type") == "object" or "properties" in sub:
+                walk(sub, defs)
+
+    raw = model.model_json_schema()
+    walk(raw, raw.get("$defs", {}))
+    return names
+
+
+@dataclass(frozen=True, slots=True)
+class LimitHit:
+    """A field of an answer that reached its limit (a constrained decoder may have cut it there)."""
+
+    path: str  # where in the answer, e.g. ``step3.segments[2].subtitle``
+    limit: int
+    length: int
+    unit: str  # "characters" | "items"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.path, "limit": self.limit, "length": self.length, "unit": self.unit}
+
+    def message(self) -> str:
+        return (f"{self.path} reached its limit of {self.limit} {self.unit} (schema_limits); "
+                "the answer may have been cut there")
+
+
+def limit_hits(answer: BaseModel | Mapping[str, Any], limits: SchemaLimits, n_sentences: int | None
+               ) -> list[LimitHit]:
+    """Every field of ``answer`` whose length reaches its limit in a schema bounded by ``limits``.
+
+    A grammar-constrained decoder stops a string at ``maxLength`` and a list at ``maxItems``, so
+    an answer that reaches a limit was most likely cut there; ``segments`` (bounded by the number
+    of sentences, which a valid answer never exceeds) is not reported.
+    """
+    value = answer.model_dump() if isinstance(answer, BaseModel) else answer
+    hits: list[LimitHit] = []
+
+    def walk(node: Any, path: str, name: str) -> None:
+        if isinstance(node, str):
+            limit = limits.text.get(name)
+            if limit is not None and len(node) >= limit:
+                hits.append(LimitHit(path, limit, len(node), "characters"))
+        elif isinstance(node, list):
+            limit = None if name == "segments" else limits.list_limit(name, n_sentences)
+            if limit is not None and len(node) >= limit:
+                hits.append(LimitHit(path, limit, len(node), "items"))
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]", name)
+        elif isinstance(node, Mapping):
+            for key, sub in node.items():
+                walk(sub, f"{path}.{key}" if path else str(key), str(key))
+
+    walk(value, "", "")
+    return hits
+
+
+def clip_to_schema(value: Any, schema: Mapping[str, Any]) -> Any:
+    """``value`` as a decoder constrained by ``schema`` would let it through: strings cut at
+    ``maxLength``, lists at ``maxItems`` (used to replay recorded answers under given limits)."""
+    if isinstance(value, str):
+        limit = schema.get("maxLength")
+        return value[:limit] if isinstance(limit, int) else value
+    if isinstance(value, list):
+        limit = schema.get("maxItems")
+        items = value[:limit] if isinstance(limit, int) else value
+        sub = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+        return [clip_to_schema(v, sub) for v in items]
+    if isinstance(value, Mapping):
+        props = schema.get("properties") or {}
+        return {k: clip_to_schema(v, props.get(k) or {}) for k, v in value.items()}
+    return value
 
 
 def json_schema(
     model: type[BaseModel], *, n_sentences: int | None = None, descriptions: bool = True,
-    bounded: bool = False,
+    bounded: bool | SchemaLimits = False,
 ) -> dict[str, Any]:
     """A self-contained JSON Schema for ``model`` suited to constrained decoding.
 
@@ -220,31 +370,32 @@ def json_schema(
     ``n_sentences`` unset there. lm-format-enforcer accepts the bounds but does not enforce
     them; semantic validation catches out-of-range indices either way.
 
-    ``bounded`` adds ``maxLength`` to free-text fields and ``maxItems`` to lists
-    (:data:`TEXT_BOUNDS`, :data:`LIST_BOUNDS`, ``segments`` at most ``n_sentences``) so that a
-    grammar-constrained answer always ends; xgrammar honours them, some hosted APIs reject them.
+    ``bounded`` adds ``maxLength`` to free-text fields and ``maxItems`` to lists so that a
+    grammar-constrained answer always ends: ``True`` uses the default :class:`SchemaLimits`
+    (:data:`TEXT_BOUNDS`, :data:`LIST_BOUNDS`), a :class:`SchemaLimits` its own; ``segments`` is
+    at most ``n_sentences`` either way. xgrammar honours them, some hosted APIs reject them.
     """
     if n_sentences is not None and n_sentences < 1:
         raise ValueError(f"n_sentences must be >= 1, got {n_sentences}")
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
     out = _clean(_inline(raw, defs, depth=0), n_sentences=n_sentences, descriptions=descriptions)
-    if bounded:
-        _bound(out, n_sentences)
+    if bounded is not False:
+        _bound(out, n_sentences, SchemaLimits() if bounded is True else SchemaLimits.from_config(bounded))
     return out
 
 
-def _bound(node: dict[str, Any], n_sentences: int | None, name: str = "") -> None:
-    if node.get("type") == "string" and name in TEXT_BOUNDS:
-        node["maxLength"] = TEXT_BOUNDS[name]
+def _bound(node: dict[str, Any], n_sentences: int | None, limits: SchemaLimits, name: str = "") -> None:
+    if node.get("type") == "string" and name in limits.text:
+        node["maxLength"] = limits.text[name]
     if node.get("type") == "array":
-        limit = n_sentences if name == "segments" else LIST_BOUNDS.get(name)
+        limit = limits.list_limit(name, n_sentences)
         if limit:
             node["maxItems"] = limit
         if isinstance(node.get("items"), dict):
-            _bound(node["items"], n_sentences, f"{name}[]")
+            _bound(node["items"], n_sentences, limits, f"{name}[]")
     for key, sub in node.get("properties", {}).items():
-        _bound(sub, n_sentences, key)
+        _bound(sub, n_sentences, limits, key)
 
 
 def _inline(node: Any, defs: dict[str, Any], depth: int) -> Any:

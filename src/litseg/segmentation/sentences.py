@@ -33,6 +33,8 @@ __all__ = ["iter_runs", "split_sentences", "split_spans"]
 _LB = r"(?:\r\n|\r(?!\n)|[\n\v\x85\u2028])"
 # Horizontal whitespace: every whitespace character that is not a line or paragraph break.
 _HWS = r"[^\S\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]"
+# The same set spelled out (a positive class scans several times faster than the negated one).
+_HWS_CHARS = "\t\x1f \xa0\u1680\u2000-\u200a\u202f\u205f\u3000"
 # The patterns scanned over whole texts open with one character class and dispatch on it with
 # lookbehinds: Python's regex engine then skips ahead to candidates with a fast character-set
 # search, which makes the scan several times quicker than a leading alternation.
@@ -49,6 +51,7 @@ _CLOSERS = "\"'\u201d\u2019\u00bb\u203a)]}_*"
 _TERMINALS = ".!?\u2026\u203c\u2047\u2048\u2049"
 _QUOTES = "\"'\u201d\u2019\u00bb\u203a"
 _DASHES = r"(?:-{2,}|[\u2014\u2015]+|\u2013)"
+_QUOTE_SET = frozenset(_QUOTES)
 _T = re.escape(_TERMINALS)
 _Q = re.escape(_QUOTES)
 # A sentence end: a terminal (or a spaced ellipsis ". . ." that may wrap a line), then any run of
@@ -69,32 +72,97 @@ _ABBREVIATIONS = frozenset(
     Comdr Adm Rev Revd Hon Prof Gov Sen Supt Insp Bros vs viz cf Vol vol pp Fig fig Chap ch
     approx Ave Jan Feb Apr Aug Sept Oct Nov Dec al""".split()
 )
+# After a single capital letter and a period: another initial, or a word that opens sentences
+# but never follows an initial in a name (pronouns, articles, conjunctions, titles).
+_INITIAL_AHEAD = re.compile(r"\s+[A-Z]\.")
+_SENTENCE_OPENER_AHEAD = re.compile(
+    r"\s+(?:I|A|An|The|He|She|It|We|They|You|His|Her|Its|Our|Their|My|Your|This|That|These|"
+    r"Those|There|Then|Here|Now|But|And|Or|So|Yet|If|When|While|As|At|In|On|Of|To|For|With|By|"
+    r"From|After|Before|What|Who|Why|How|Where|Which|No|Not|Yes)(?=[\s,;:!?])"
+    r"|\s+(?:Mr|Mrs|Ms|Dr|Messrs|Mme|Mlle|Capt|Rev|Prof|Sir|Lady|Lord)\b"
+)
 _DOTTED_ABBREV = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]$")
 _ROMAN_OR_NUMBER = re.compile(r"(?:[IVXLCDM]+|\d+)$")
 
-# A capitalised speech tag after ! or ? and a closing quote ("Sorry!" I say. / "No!" Jo cried).
-_SPEECH_VERBS = (
-    "said|says|say|cried|cries|asked|asks|replied|replies|answered|answers|exclaimed|exclaims|"
-    "shouted|shouts|whispered|whispers|muttered|mutters|murmured|murmurs|called|calls|added|"
-    "continued|returned|observed|remarked|repeated|rejoined|retorted|interrupted|inquired|"
-    "enquired|demanded|screamed|shrieked|sobbed|wailed|wails|groaned|growled|roared|gasped|"
-    "sighed|laughed|thought|began|resumed|urged|pleaded|protested|insisted|echoed|stammered|"
-    "faltered|bellowed|yelled|snapped|sneered"
+# A capitalised speech tag after a closing quote that ends in ``!``, ``?``, an ellipsis or a dash
+# ("Sorry!" I say. / "No!" Jo cried / "I am doing..." Raskolnikov began). Two ways to be a tag:
+# a verb of speaking or voicing (any inflection of the bases below) with what may follow it, or
+# any verb-shaped word that closes the clause at once ("Owwww!" I howled. / "Can they?" I ask.),
+# unless it is a silent gesture ("Is he?" She nodded. is two sentences).
+def _verb_forms(spec: str) -> frozenset[str]:
+    """Every inflection of each ``base[/irregular...]``: base, -s/-es/-ies, -ed/-d/-ied."""
+    forms: set[str] = set()
+    for entry in spec.split():
+        base, *irregular = entry.split("/")
+        forms.update(irregular)
+        forms.add(base)
+        if base.endswith("y") and base[-2:-1] not in ("a", "e", "o", "u"):
+            forms.update((base[:-1] + "ies", base[:-1] + "ied"))
+        elif base.endswith("e"):
+            forms.update((base + "s", base + "d"))
+        elif base.endswith(("s", "sh", "ch", "x", "z")):
+            forms.update((base + "es", base + "ed"))
+        else:
+            forms.update((base + "s", base + "ed"))
+    return frozenset(forms)
+
+
+_SPEECH_VERBS = _verb_forms(
+    """say/said ask cry reply answer exclaim shout whisper mutter murmur call add continue return
+    observe remark repeat rejoin retort interrupt inquire enquire demand scream shriek sob/sobbed
+    wail groan growl roar gasp sigh laugh think/thought begin/began resume urge plead protest
+    insist echo/echoed stammer falter bellow yell snap/snapped sneer hiss howl yelp snarl grunt
+    breathe mumble grumble complain explain agree admit announce declare suggest venture hazard
+    query question interpose interject ejaculate remonstrate object confess concede prompt
+    persist pursue entreat implore beg/begged warn order command chuckle giggle snort stutter
+    splutter sputter blurt croak squeak squeal whimper moan trail finish conclude wonder muse
+    ponder reflect assent"""
+)
+# Silent gestures: after a quote they start a sentence of their own.
+_GESTURE_VERBS = _verb_forms(
+    """nod/nodded shrug/shrugged smile grin/grinned frown wince blush flush pause hesitate wait
+    stop/stopped turn look stare glance blink beam scowl pout swallow shiver tremble sit/sat
+    stand/stood rise/rose/risen leave/left freeze/froze wave point lean/leant step/stepped
+    walk move reach hand/handed take/took listen stagger cease start plunge dance comply
+    fall/fell/fallen run/ran hurry rush come/came go/went enter retreat approach kneel/knelt bow
+    be/am/is/are/was/were/been have/has/had do/does/did can could shall should will would may
+    might must"""
 )
 _TAG = re.compile(
-    r"(?:I|He|She|They|We|You|It"
+    r"(?P<subject>I|He|She|They|We|You|It"
     r"|(?:(?:The|A|An|Old|Young|Little|Poor|My|His|Her|Our|Their)\s+)?"
     r"[A-Z][\w\u2019'-]*(?:\s+[A-Z][\w\u2019'-]*)?)"
-    r"(?:\s+\w+ly)?\s+"
-    rf"(?:{_SPEECH_VERBS})\b"
-    r"(?:\s*[,.;!?\u2014-]|\s+(?P<next>[\w\u2019']+))?"
+    r"(?:\s+(?P<adverb>\w+ly))?\s+"
+    r"(?P<verb>[a-z]+)(?![\w\u2019]|['-]\w)"
+    r"(?:(?P<punct>\s*[,.;:!?\u2014\u2013-])|\s+(?P<next>[\w\u2019']+))?"
 )
-# Words that may follow the verb of a tag; anything else ("that", "nothing", "he") reads as a
-# new sentence ("The mother said nothing").
+# Words that may follow a verb of speaking in a tag; anything else ("that", "nothing", "he")
+# reads as a new sentence ("The mother said nothing").
 _TAG_FOLLOWERS = frozenset(
     """me him her us them you to in at with from into after again aloud as for on upon
-    over across""".split()
+    over across and out back up off""".split()
 )
+# Capitalised words that open sentences but never a tag's subject ("And I noted with joy").
+_NEVER_A_SUBJECT = frozenset(
+    """And But Or Nor So Yet If As At In On Of To For With By From After Before Then There Now
+    Here What When Where Why How Which Not Yes No Oh Ah While Until Though Although Because
+    Since Once Unless Whether Is Are Was Were Do Does Did Has Have Had Will Would Can Could
+    Shall Should May Might Must""".split()
+)
+# Subjects of a tag whose verb is not one of speaking: people, not "It" or "Nothing".
+_NOT_A_VERB = frozenset(
+    """this his is was has does yes us thus always perhaps towards afterwards sometimes besides
+    whereas unless less its hers ours yours theirs""".split()
+)
+_NOT_A_SPEAKER = frozenset(
+    """It This That These Those Nothing Everything Something Anything Everyone Everybody Someone
+    Somebody Nobody None Silence All Each Both Such Some Many Most Few""".split()
+)
+
+# Shout lists: a one-word exclamation ("Peterson!") and a chain of them before a "!".
+_ONE_WORD_BANG = re.compile(r"[^\W\d_][\w\u2019'-]*!(?![\w!?])")
+_BANG_CHAIN = re.compile(r"(?:[^\W\d_][\w\u2019'-]*!\s+)*[^\W\d_][\w\u2019'-]*")
+_OPENING_QUOTES = "\"'\u201c\u2018\u00ab"
 
 # Heading-like lines.
 _HEADING_WORD = re.compile(
@@ -102,6 +170,14 @@ _HEADING_WORD = re.compile(
     r"\s+(?:the\s+)?(?:[ivxlcdm]+\b|\d+|one|two|three|four|five|six|seven|eight|nine|ten|"
     r"eleven|twelve|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last)",
     re.IGNORECASE,
+)
+# A line break followed by a line that might be heading-like (a superset of what
+# _is_heading_line accepts: a Markdown or emphasis opener, a heading word and number, or no
+# lowercase ASCII letter at all); blocks without one skip the line-by-line test.
+_LB_CHARS = "\n\r\v\x85\u2028"
+_HEADING_CANDIDATE = re.compile(
+    rf"[{_LB_CHARS}](?:(?<=\r)\n)?[{_HWS_CHARS}]*(?:[#*_]|(?i:{_HEADING_WORD.pattern})"
+    rf"|[^a-z{_LB_CHARS}]+(?:[{_LB_CHARS}]|\Z))"
 )
 _CONTINUATION_WORDS = frozenset(
     "A AN AND AS AT BUT BY FOR FROM IN INTO NOR NOT OF ON OR THAT THE THOSE TO WHICH WITH".split()
@@ -133,7 +209,15 @@ def split_spans(
             else:
                 _split_run(text, r_start, r_end, spans)
     if max_words is not None:
-        spans = [piece for span in spans for piece in _cap_words(text, span, max_words)]
+        # n words need at least 2n - 1 characters: shorter spans skip the count altogether
+        short = 2 * max_words
+        capped: list[tuple[int, int]] = []
+        for s, e in spans:
+            if e - s <= short or len(text[s:e].split()) <= max_words:
+                capped.append((s, e))
+            else:
+                capped.extend(_cap_words(text, (s, e), max_words))
+        spans = capped
     return spans
 
 
@@ -238,17 +322,24 @@ def iter_runs(text: str, start: int = 0, end: int | None = None) -> Iterator[tup
 
 
 def _block_runs(text: str, b_start: int, b_end: int) -> Iterator[tuple[int, int, bool]]:
+    first_break = _LINE_BREAK.search(text, b_start, b_end)
+    if first_break is None:
+        line = text[b_start:b_end]
+        yield b_start, b_end, _is_heading_line(line) or _is_title_block(line)
+        return
+    # Most blocks are plain prose: no later line could be a heading and the first is not one.
+    s, e = _strip(text, b_start, first_break.start())
+    if not _is_heading_line(text[s:e]) and not _HEADING_CANDIDATE.search(
+            text, first_break.start(), b_end):
+        yield b_start, b_end, False
+        return
+
     lines: list[tuple[int, int]] = []
     pos = b_start
     for m in _LINE_BREAK.finditer(text, b_start, b_end):
         lines.append((pos, m.start()))
         pos = m.end()
     lines.append((pos, b_end))
-
-    if len(lines) == 1:
-        line = text[b_start:b_end]
-        yield b_start, b_end, _is_heading_line(line) or _is_title_block(line)
-        return
 
     run_start = run_end = -1
     for s, e in lines:
@@ -285,7 +376,7 @@ def _split_run(text: str, r_start: int, r_end: int, out: list[tuple[int, int]]) 
             # ".--She joined them": a boundary right after the dash when a capital follows
             if not _starts_sentence(text[p]):
                 continue
-            out.append(_strip(text, sent_start, p))
+            out.append((sent_start, p))
             sent_start = p
             continue
         if p < r_end and not text[p].isspace():
@@ -295,8 +386,11 @@ def _split_run(text: str, r_start: int, r_end: int, out: list[tuple[int, int]]) 
             q += 1
         if q >= r_end:
             break
+        nxt = text[q]
+        if nxt.islower() or nxt.isdigit():
+            continue  # "Oh!" said Lydia / "No. 5": the sentence runs on
         if _is_boundary(text, sent_start, m_start, p, q, r_start, r_end, m.group()):
-            out.append(_strip(text, sent_start, p))
+            out.append((sent_start, p))  # both ends already sit on non-space characters
             sent_start = q
     s, e = _strip(text, sent_start, r_end)
     if e > s:
@@ -322,7 +416,7 @@ def _is_boundary(text: str, sent_start: int, m_start: int, p: int, q: int, r_sta
     elif nxt in _CLOSERS or nxt in "\u201d\u2019":
         return False
     first = end_text[0]
-    has_quote = any(ch in _QUOTES for ch in end_text)
+    has_quote = len(end_text) > 1 and not _QUOTE_SET.isdisjoint(end_text)
     if first == "." and end_text.rstrip(_CLOSERS) == "." and not has_quote:
         if _period_is_abbreviation(text, sent_start, m_start, r_start, r_end):
             return False
@@ -330,11 +424,37 @@ def _is_boundary(text: str, sent_start: int, m_start: int, p: int, q: int, r_sta
         _SPACED_DOTS.match(end_text))
     if is_ellipsis and not has_quote and nxt == "I" and (q + 1 >= r_end or not text[q + 1].isalpha()):
         return False  # "And here... I am again": an ellipsis runs on into "I"
-    if has_quote and ("!" in end_text or "?" in end_text or "-" in end_text
-                      or "\u2014" in end_text) and nxt.isupper():
+    if has_quote and nxt.isupper() and (is_ellipsis or "!" in end_text or "?" in end_text
+                                        or "-" in end_text or "\u2014" in end_text):
         if _is_speech_tag(text, q, r_end):
             return False
+    if end_text == "!" and _in_shout_list(text, sent_start, m_start, q, r_end):
+        return False
     return True
+
+
+def _in_shout_list(text: str, sent_start: int, bang: int, q: int, r_end: int) -> bool:
+    """``"Daniels! Peterson! Foster!"``: one-word exclamations in a row inside one quotation.
+
+    True when everything between the opening quote and the ``!`` at ``bang`` is one-word
+    exclamations and the next word after ``q`` is one too. A speech without quotation marks (a
+    play's ``Holla! Bernardo!``) is left to the ordinary rule.
+    """
+    m = _ONE_WORD_BANG.match(text, q, r_end)
+    if not m:
+        return False
+    k = bang
+    while k > sent_start:
+        ch = text[k - 1]
+        if not (ch.isalnum() or ch in "!-" or ch.isspace()
+                or (ch in "'\u2019" and k - 2 >= sent_start and text[k - 2].isalnum())):
+            break
+        k -= 1
+    # the quotation mark that opens the list: not an apostrophe or a closing quote after a word
+    if k <= sent_start or text[k - 1] not in _OPENING_QUOTES or (
+            k - 2 >= sent_start and text[k - 2].isalnum()):
+        return False
+    return _BANG_CHAIN.fullmatch(text, k, bang) is not None
 
 
 def _period_is_abbreviation(text: str, sent_start: int, dot: int, run_start: int,
@@ -352,8 +472,14 @@ def _period_is_abbreviation(text: str, sent_start: int, dot: int, run_start: int
         return k2 < dot and k2 == run_start
     if word in _ABBREVIATIONS or (word.isupper() and word.capitalize() in _ABBREVIATIONS):
         return True
-    if len(word) == 1 and word.isupper() and word != "I":
-        return True  # an initial: "G. J. Utterson", "S. Place"
+    if len(word) == 1 and word.isupper() and not (k == run_start and _ROMAN_OR_NUMBER.match(word)):
+        # an initial ("G. J. Utterson", "S. Place", "D. I. C."), not a letter that ends a
+        # sentence ("from A to B. I knew", "the letter A. You have", "a B. Mr. Okafor"); a
+        # numeral opening the run ("V. A Morning Adventure") is a title number, tested below
+        if word != "I":
+            return not _SENTENCE_OPENER_AHEAD.match(text, dot + 1, run_end)
+        if _INITIAL_AHEAD.match(text, dot + 1, run_end):
+            return True
     if _DOTTED_ABBREV.match(word):
         return True  # "i.e", "e.g", "U.S"
     if k == run_start and _ROMAN_OR_NUMBER.match(word):
@@ -374,10 +500,23 @@ def _is_speech_tag(text: str, q: int, r_end: int) -> bool:
     m = _TAG.match(text, q, min(r_end, q + 80))
     if not m:
         return False
-    follower = m.group("next")
-    if follower is None:
-        return True
-    return follower in _TAG_FOLLOWERS or (follower.endswith("ly") and len(follower) > 3)
+    subject, verb, follower = m.group("subject"), m.group("verb"), m.group("next")
+    words = subject.split()
+    if words[0] in _NEVER_A_SUBJECT:
+        return False
+    if verb in _SPEECH_VERBS:
+        if follower is None:
+            return True
+        return follower in _TAG_FOLLOWERS or (follower.endswith("ly") and len(follower) > 3)
+    if (verb in _GESTURE_VERBS or verb in _NOT_A_VERB or words[0] in _NOT_A_SPEAKER
+            or words[-1] in _NOT_A_SPEAKER or words[-1].endswith(("ing", "ly"))):
+        return False
+    # any other verb: "I ask." / "We lie." take any form; "He", "She" and names a form that
+    # ends as verbs do ("Peterson howled", "Grandad grumbles")
+    if subject not in ("I", "We", "They", "You") and not verb.endswith(("s", "ed")):
+        return False
+    # ... and only when the clause ends with it
+    return follower is None or follower == "aloud"
 
 
 # --------------------------------------------------------------------------- word cap

@@ -46,10 +46,42 @@ class Unit:
         return len(self.sentences)
 
 
+# Why a span between the Project Gutenberg markers is front or back matter rather than narrative.
+MATTER_REASONS: tuple[str, ...] = (
+    "credits", "title page", "contents", "preface", "introduction", "dedication", "illustrations",
+    "cast list", "extracts", "notes", "appendix", "index", "glossary", "transcriber's note",
+    "adverts", "licence", "colophon", "front matter", "back matter",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MatterSpan:
+    """Text between the Project Gutenberg markers that is kept out of the units, with its reason
+    (one of :data:`MATTER_REASONS`) and its heading when it has one. Units and matter spans
+    together hold every non-whitespace character between the markers exactly once."""
+
+    start: int
+    end: int
+    reason: str
+    title: str = ""
+    where: str = "front"  # "front" (before the first unit) or "back" (after the last one)
+
+    def words(self, text: str) -> int:
+        return len(text[self.start:self.end].split())
+
+    def to_dict(self, text: str | None = None) -> dict[str, Any]:
+        d: dict[str, Any] = {"start": self.start, "end": self.end, "reason": self.reason,
+                             "title": self.title, "where": self.where}
+        if text is not None:
+            d["words"] = self.words(text)
+        return d
+
+
 @dataclass(slots=True)
 class Document:
     """A decoded book. ``body_start``/``body_end`` delimit the text after licence and front-matter
-    stripping; units lie inside it."""
+    stripping; units lie inside it. ``matter`` records the front and back matter between the
+    Project Gutenberg markers (title page, contents, preface, index, adverts, ...) with reasons."""
 
     book_id: str
     text: str
@@ -61,6 +93,8 @@ class Document:
     body_end: int = -1
     units: list[Unit] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # front and back matter between the Gutenberg markers, in text order (set by find_units)
+    matter: list[MatterSpan] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.body_end < 0:

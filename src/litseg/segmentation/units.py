@@ -2,9 +2,11 @@
 
 :func:`find_units` strips Project Gutenberg boilerplate, finds the structure and returns units
 that tile the body: every non-whitespace character between ``doc.body_start`` and
-``doc.body_end`` lies in exactly one unit. Units longer than ``max_words`` words are split at
-paragraph (blank line) boundaries, then sentence boundaries, then line breaks and finally between
-words, packing pieces greedily under the cap. Unit ids are zero-padded and sort in reading
+``doc.body_end`` lies in exactly one unit, and every one between the Gutenberg markers lies in
+a unit or in one of the recorded matter spans (``doc.matter``). Units longer than ``max_words``
+words are split at their children's headings, then at paragraph (blank line) boundaries, then
+sentence boundaries, then line breaks and finally between words, packing pieces greedily under
+the cap. Unit ids are zero-padded and sort in reading
 order: ``"0007"`` for a whole unit, ``"0007-02"`` for the second piece of a split one.
 """
 
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 import inspect
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 
 from litseg.segmentation import sentences as _sentences
-from litseg.segmentation.gutenberg import gutenberg_bounds
+from litseg.segmentation.gutenberg import credit_spans, gutenberg_bounds, header_end
 from litseg.segmentation.structure import Segment, Structure, analyze_structure
-from litseg.segmentation.types import Document, Unit
+from litseg.segmentation.types import Document, MatterSpan, Unit
 
 _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[^\S\r\n]*(?:\r\n|\r(?!\n)|\n)\s*")
 _LINE_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)\s*")
@@ -34,56 +37,138 @@ def find_units(doc: Document, *, max_words: int = 2000, keep_front_matter: bool 
 
     The body is always derived from the whole ``doc.text`` (so calling this again gives the same
     units): ``doc.body_start``/``doc.body_end`` are set to the narrative body - licence, front
-    matter and back matter excluded - and the units are returned (``doc.units`` is left alone).
-    With ``keep_front_matter`` the text between the licence header and the first heading (title
-    page, preface, contents) becomes a unit of kind ``"front_matter"`` and the body starts there.
+    matter and back matter excluded - ``doc.matter`` to the front and back matter between the
+    Project Gutenberg markers (with their reasons), and the units are returned (``doc.units`` is
+    left alone). Units and matter spans together hold every non-whitespace character between
+    the markers exactly once. With ``keep_front_matter`` the front matter after the transcriber
+    credits (title page, preface, contents) becomes a unit of kind ``"front_matter"`` instead.
     """
     if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
         raise ValueError(f"max_words must be a positive int, got {max_words!r}")
     start, end = gutenberg_bounds(doc.text)
-    structure = analyze_structure(doc.text, start, end)
+    structure = analyze_structure(doc.text, start, end, author=doc.author, title=doc.title)
     return units_from_structure(doc, structure, max_words=max_words,
                                 keep_front_matter=keep_front_matter)
 
 
 def units_from_structure(doc: Document, structure: Structure, *, max_words: int = 2000,
                          keep_front_matter: bool = False) -> list[Unit]:
-    """The second half of :func:`find_units`: set the body bounds from an analysed structure
-    and build capped units from its segments."""
+    """The second half of :func:`find_units`: set the body bounds and the matter spans from an
+    analysed structure and build capped units from its segments."""
     segments = list(structure.segments)
     body_start, body_end = structure.body_start, structure.body_end
-    if keep_front_matter and structure.front is not None:
-        fs, fe = structure.front
-        fe = _rstrip(doc.text, fs, fe)
-        if fe > fs:
+    matter = list(structure.matter)
+    if keep_front_matter:
+        front = [m for m in matter if m.where == "front"]
+        if front and segments:
+            fs = front[0].start
+            fe = _rstrip(doc.text, fs, segments[0].start)
             segments.insert(0, Segment(fs, fe, "front_matter", "Front matter", []))
             body_start = fs
+            matter = [m for m in matter if m.where != "front"]
+    doc.matter = _credit_spans(doc.text, min([body_start] + [m.start for m in matter])) + matter
     doc.body_start, doc.body_end = body_start, max(body_start, body_end)
-    return build_units(doc, segments, max_words=max_words)
+    return build_units(doc, segments, max_words=max_words, paragraphs=structure.paragraphs)
 
 
-def build_units(doc: Document, segments: list[Segment], *, max_words: int) -> list[Unit]:
-    """Units from structure segments, with ids, indices and cap splitting."""
+def _credit_spans(text: str, before: int) -> list[MatterSpan]:
+    """Transcriber credits between the Gutenberg header and ``before`` (the analysed range)."""
+    begin = header_end(text, before)
+    if begin is None:
+        return []
+    return [MatterSpan(s, e, "credits", "", "front") for s, e in credit_spans(text, begin, before)]
+
+
+class _Paragraphs:
+    """Cap splitting that reuses the paragraphs (and their word counts) the structure pass
+    already found, instead of splitting and counting the text again; spans that do not start
+    and end on those paragraphs fall back to :func:`split_by_cap`."""
+
+    def __init__(self, text: str, paragraphs: list[tuple[int, int, int]]) -> None:
+        self.text = text
+        self.paras = paragraphs
+        self.starts = [p[0] for p in paragraphs]
+        self.acc = [0]
+        for _, _, n in paragraphs:
+            self.acc.append(self.acc[-1] + n)
+
+    def split(self, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
+        text = self.text
+        start, end = _strip(text, max(0, start), min(end, len(text)))
+        if end <= start:
+            return []
+        lo = bisect_left(self.starts, start)
+        hi = bisect_left(self.starts, end)
+        if lo >= len(self.paras) or self.starts[lo] != start or self.paras[hi - 1][1] != end:
+            return split_by_cap(text, start, end, max_words)  # not on paragraph boundaries
+        if self.acc[hi] - self.acc[lo] <= max_words:
+            return [(start, end)]
+        pieces: list[tuple[int, int, int]] = []
+        for ps, pe, n in self.paras[lo:hi]:
+            if n > max_words:
+                pieces.extend(_pieces(text, ps, pe, max_words, level=1))
+            else:
+                pieces.append((ps, pe, n))
+        return _pack(text, pieces, max_words)
+
+
+def build_units(doc: Document, segments: list[Segment], *, max_words: int,
+                paragraphs: list[tuple[int, int, int]] | None = None) -> list[Unit]:
+    """Units from structure segments, with ids, indices and cap splitting. An overlong segment
+    with children (the chapters of a story, the sections of a chapter) is cut at them first;
+    its pieces carry the segment's title in their path and the child's title as their own.
+    ``paragraphs`` (from the structure) spare splitting and counting the text again."""
     units: list[Unit] = []
     width = max(4, len(str(len(segments))))
+    cap = _Paragraphs(doc.text, paragraphs or []).split
     for n, seg in enumerate(segments, 1):
         base = f"{n:0{width}d}"
         s, e = _strip(doc.text, seg.start, seg.end)
         if e <= s:
             continue
-        pieces = split_by_cap(doc.text, s, e, max_words)
+        pieces = [(ps, pe, seg.title) for ps, pe in cap(s, e, max_words)]
+        path = list(seg.path)
+        if len(pieces) > 1 and seg.children:
+            pieces = _split_at_children(doc.text, s, e, seg, max_words, cap)
+            path = path + [seg.title] if seg.title else path
         if len(pieces) == 1:
             units.append(Unit(book_id=doc.book_id, unit_id=base, index=0, start=s, end=e,
                               title=seg.title, kind=seg.kind, path=list(seg.path)))
             continue
         pw = max(2, len(str(len(pieces))))
-        for k, (ps, pe) in enumerate(pieces, 1):
+        for k, (ps, pe, title) in enumerate(pieces, 1):
             units.append(Unit(book_id=doc.book_id, unit_id=f"{base}-{k:0{pw}d}", index=0,
-                              start=ps, end=pe, title=seg.title, kind=seg.kind,
-                              path=list(seg.path), part=(k, len(pieces))))
+                              start=ps, end=pe, title=title, kind=seg.kind,
+                              path=list(path), part=(k, len(pieces))))
     for i, u in enumerate(units):
         u.index = i
     return units
+
+
+def _split_at_children(text: str, start: int, end: int, seg: Segment, max_words: int,
+                       cap: Callable[[int, int, int], list[tuple[int, int]]] | None = None,
+                       ) -> list[tuple[int, int, str]]:
+    """Pieces of an overlong segment cut at its children's headings, each child capped on its
+    own, then packed greedily under the cap; a piece is titled after the child it starts in."""
+    cuts = [(start, seg.title)] + [(c, t) for c, t in seg.children if start < c < end]
+    if len(cuts) > 1 and count_words(text, start, cuts[1][0]) <= count_words(seg.title) + 3:
+        cuts = [(start, cuts[1][1])] + cuts[2:]  # only the title before the first child
+    sections = [(a, b, t) for (a, t), (b, _) in zip(cuts, cuts[1:] + [(end, "")])]
+    pieces: list[tuple[int, int, int, str]] = []
+    cap = cap or (lambda a, b, n: split_by_cap(text, a, b, n))
+    for a, b, title in sections:
+        for ps, pe in cap(a, b, max_words):
+            pieces.append((ps, pe, count_words(text, ps, pe), title))
+    out: list[tuple[int, int, str]] = []
+    words = 0
+    for ps, pe, n, title in pieces:
+        if out and words + n <= max_words:
+            out[-1] = (out[-1][0], pe, out[-1][2])
+            words += n
+        else:
+            out.append((ps, pe, title or seg.title))
+            words = n
+    return out
 
 
 def split_by_cap(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
@@ -93,8 +178,8 @@ def split_by_cap(text: str, start: int, end: int, max_words: int) -> list[tuple[
     start, end = _strip(text, max(0, start), min(end, len(text)))
     if end <= start:
         return []
-    if count_words(text, start, end) <= max_words:
-        return [(start, end)]
+    if (end - start + 1) // 2 <= max_words or count_words(text, start, end) <= max_words:
+        return [(start, end)]  # (a word takes a character and a space: no count needed)
     return _pack(text, _pieces(text, start, end, max_words, level=0), max_words)
 
 

@@ -6,8 +6,21 @@ numbered ``1..n``:
 * there is at least one segment;
 * every main range lies inside ``1..n`` and has ``from_idx <= to_idx``;
 * some segment starts at sentence 1 and some segment ends at sentence ``n``;
-* every sentence lies in at least one main range (overlaps are allowed);
+* every sentence lies in **at least one** main range. Main ranges may overlap: a sentence in
+  two ranges appears in two chunks. Overlap is allowed, not an error, and it is counted
+  (:func:`overlap_stats`; the runner records it per unit as ``overlap`` in the diagnostics);
+* overlap has a limit: the distinct main ranges together hold at most :data:`MAX_SPREAD`
+  sentences per sentence of the unit, and so do the context lists (each counted without
+  repeats and without indices inside its own range). So the chunks of one unit hold at most
+  ``2 * MAX_SPREAD`` times its text, whatever the answer (``spread_limit`` otherwise);
 * every context index lies inside ``1..n`` and is itself covered by some main range.
+
+So the zero-loss guarantee is *coverage*, not a partition: every sentence reaches at least one
+chunk's main text. It is not "every sentence in exactly one chunk".
+
+Validation is linear in ``n`` plus the size of the answer (coverage by a difference array,
+repeated context indices by counting), and the messages it writes are bounded in length
+(:data:`MAX_LISTED_RUNS`), so a pathological answer cannot produce a huge correction request.
 
 Besides these *blocking* issues, which make an answer invalid and trigger a retry, three
 *cosmetic* ones are reported so that repair can normalise them: segments out of source order,
@@ -18,6 +31,7 @@ kind.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -41,6 +55,7 @@ class IssueCode(str, Enum):
     UNCOVERED = "uncovered"
     CONTEXT_OUT_OF_BOUNDS = "context_out_of_bounds"
     CONTEXT_NOT_COVERED = "context_not_covered"
+    SPREAD_LIMIT = "spread_limit"  # main ranges or context repeat the unit's text too often
     # Cosmetic: reported, repaired silently, never a reason to ask again.
     OUT_OF_ORDER = "out_of_order"
     DUPLICATE_RANGE = "duplicate_range"
@@ -97,17 +112,64 @@ def runs(indices: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
-def format_runs(indices: Iterable[int]) -> str:
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs(indices))
+#: Runs of indices written out in one message; further runs are counted.
+MAX_LISTED_RUNS = 20
+#: Main ranges (and, separately, context lists) may hold at most this many sentences per
+#: sentence of the unit: overlap is allowed up to a point, and one answer cannot make the
+#: output of a unit quadratic in its size.
+MAX_SPREAD = 4
+
+
+def format_runs(indices: Iterable[int], limit: int = MAX_LISTED_RUNS) -> str:
+    found = runs(indices)
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in found[:limit])
+    if len(found) > limit:
+        text += f" and {len(found) - limit} more"
+    return text
+
+
+def coverage_counts(segments: Sequence[Segment], n: int) -> list[int]:
+    """``counts[i]``: how many well-formed main ranges (clipped to ``1..n``) hold sentence ``i``
+    (index 0 unused). Linear in ``n`` plus the number of segments."""
+    diff = [0] * (n + 2)
+    for s in segments:
+        a, b = max(1, s.from_idx), min(n, s.to_idx)
+        if s.from_idx <= s.to_idx and a <= b:
+            diff[a] += 1
+            diff[b + 1] -= 1
+    counts = [0] * (n + 1)
+    running = 0
+    for i in range(1, n + 1):
+        running += diff[i]
+        counts[i] = running
+    return counts
 
 
 def covered_indices(segments: Sequence[Segment], n: int) -> set[int]:
     """Sentences inside some well-formed main range (clipped to ``1..n``)."""
-    covered: set[int] = set()
+    counts = coverage_counts(segments, n)
+    return {i for i in range(1, n + 1) if counts[i]}
+
+
+def spread(segments: Sequence[Segment], n: int) -> tuple[int, int]:
+    """Sentences held by the distinct main ranges (clipped to ``1..n``), and context sentences
+    named by them (per distinct range: without repeats, out-of-unit indices, or indices inside
+    the range), each summed over the ranges. Compared with :data:`MAX_SPREAD` ``* n``."""
+    context: dict[tuple[int, int], set[int]] = {}
     for s in segments:
-        if s.from_idx <= s.to_idx:
-            covered.update(range(max(1, s.from_idx), min(n, s.to_idx) + 1))
-    return covered
+        extra = context.setdefault(s.span, set())
+        extra.update(c for c in s.context_idx if 1 <= c <= n and not s.from_idx <= c <= s.to_idx)
+    main = sum(max(0, min(n, b) - max(1, a) + 1) for a, b in context)
+    return main, sum(len(v) for v in context.values())
+
+
+def overlap_stats(segments: Sequence[Segment], n: int) -> dict[str, Any]:
+    """How much the main ranges overlap: sentences in two or more ranges, their share of the
+    unit, and the most ranges any sentence is in."""
+    counts = coverage_counts(segments, n)
+    several = sum(1 for c in counts[1:] if c > 1)
+    return {"sentences_in_several_ranges": several, "overlap_share": several / n if n else 0.0,
+            "max_ranges_per_sentence": max(counts[1:], default=0)}
 
 
 def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIssue]:
@@ -145,6 +207,18 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
             IssueCode.LAST_NOT_N, f"no segment ends at sentence {n} (latest end is {last})",
             None, (last,)))
 
+    main_total, context_total = spread(segments, n)
+    if main_total > MAX_SPREAD * n:
+        issues.append(ValidationIssue(
+            IssueCode.SPREAD_LIMIT,
+            f"the main ranges hold {main_total} sentences for a unit of {n}: they overlap too much "
+            f"(at most {MAX_SPREAD} ranges per sentence on average)", None, (main_total,)))
+    if context_total > MAX_SPREAD * n:
+        issues.append(ValidationIssue(
+            IssueCode.SPREAD_LIMIT,
+            f"the context_idx lists name {context_total} sentences for a unit of {n}: keep only the "
+            "few sentences each block really needs", None, (context_total,)))
+
     covered = covered_indices(segments, n)
     for a, b in runs(set(range(1, n + 1)) - covered):
         where = f"sentence {a}" if a == b else f"sentences {a}-{b}"
@@ -167,7 +241,7 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
                 f"segment {pos + 1}: context_idx {format_runs(orphans)} not inside any segment's range",
                 pos, tuple(orphans)))
         inside = {c for c in s.context_idx if s.from_idx <= c <= s.to_idx}
-        repeated = {c for c in s.context_idx if s.context_idx.count(c) > 1}
+        repeated = {c for c, k in Counter(s.context_idx).items() if k > 1}
         if inside or repeated:
             cosmetic.append(ValidationIssue(
                 IssueCode.CONTEXT_REDUNDANT,
@@ -189,6 +263,7 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
 
 
 _MAX_FEEDBACK_LINES = 8
+_MAX_FEEDBACK_LINE_CHARS = 300
 
 
 def feedback_message(issues: Sequence[ValidationIssue], n: int) -> str:
@@ -203,7 +278,7 @@ def feedback_message(issues: Sequence[ValidationIssue], n: int) -> str:
         head = "Your previous reply could not be used: it was not JSON in the requested format."
     else:
         head = "Your previous segmentation has problems:"
-    lines = [f"- {i.message}" for i in problems[:_MAX_FEEDBACK_LINES]]
+    lines = [f"- {_clip(i.message)}" for i in problems[:_MAX_FEEDBACK_LINES]]
     if len(problems) > _MAX_FEEDBACK_LINES:
         lines.append(f"- ... and {len(problems) - _MAX_FEEDBACK_LINES} more")
     rules = (
@@ -213,3 +288,7 @@ def feedback_message(issues: Sequence[ValidationIssue], n: int) -> str:
         "already contains. Reply again with the complete corrected JSON object and nothing else."
     )
     return "\n".join([head, *lines, rules])
+
+
+def _clip(message: str, limit: int = _MAX_FEEDBACK_LINE_CHARS) -> str:
+    return message if len(message) <= limit else message[: limit - 15] + " ... (shortened)"

@@ -46,6 +46,7 @@ class TeacherUnit:
     sentences: list[str]
     segments: list[dict[str, Any]]
     workflow: dict[str, Any]  # step_1_events, step_2_threads, chapter_title, step_3_turning_points
+    paragraph_starts: list[bool] | None = None  # from sentences.jsonl's `para` (None: not recorded)
 
     @property
     def n_sentences(self) -> int:
@@ -100,18 +101,48 @@ def expand_runs(patterns: Iterable[str]) -> list[Path]:
     return found
 
 
+#: Methods whose runs hold a teacher's segmentations: the three-stage teacher, imported annotations,
+#: a single-pass teacher (litseg_lite on a capable model) and the smoke runs' scripted teacher.
+TEACHER_METHODS = ("litseg", "imported", "litseg_lite", "synthetic_teacher")
+
+
+def check_teacher_runs(run_dirs: Iterable[Path]) -> None:
+    """Refuse runs of a chunker that is not a teacher (a baseline's run has no segmentations to
+    learn: every unit would be dropped as ``segments_invalid``). The method is read from
+    ``run_summary.json``, else from the first chunk; a run that records neither is let through."""
+    from litseg.pipeline.store import iter_jsonl
+
+    wrong = []
+    for run in run_dirs:
+        method = None
+        if (run / "run_summary.json").is_file():
+            method = json.loads((run / "run_summary.json").read_text(encoding="utf-8")).get("method")
+        elif (run / "chunks.jsonl").is_file():
+            method = next(iter_jsonl(run / "chunks.jsonl"), {}).get("method")
+        if method is not None and method not in TEACHER_METHODS:
+            wrong.append(f"{run} (method={method})")
+    if wrong:
+        raise ValueError(f"not a teacher run: {', '.join(wrong)}; training data comes from runs of "
+                         f"{' | '.join(TEACHER_METHODS)} (annotate.py method=litseg, or method=imported)")
+
+
 def _workflow(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The teacher's reasoning: the three-stage teacher's ``stages``, else its parsed ``answer``."""
+    """The teacher's reasoning: each stage's answer of the three-stage teacher, else the parsed
+    single-pass ``answer``.
+
+    The three-stage teacher writes ``stages.stageK.answer`` (what the model answered, or None);
+    stage 3's answer holds the title and the turning points.
+    """
     stages = row.get("stages") or {}
-    answer = row.get("answer") or {}
     if stages:
-        s1, s2, s3 = (stages.get(k) or {} for k in ("stage1", "stage2", "stage3"))
+        s1, s2, s3 = ((stages.get(k) or {}).get("answer") or {} for k in ("stage1", "stage2", "stage3"))
         return {
-            "step_1_events": s1.get("step_1_events", ""),
-            "step_2_threads": s2.get("step_2_threads", ""),
-            "chapter_title": s3.get("chapter_title", ""),
+            "step_1_events": str(s1.get("step_1_events") or ""),
+            "step_2_threads": str(s2.get("step_2_threads") or ""),
+            "chapter_title": str(s3.get("chapter_title") or ""),
             "step_3_turning_points": list(s3.get("step_3_turning_points") or []),
         }
+    answer = row.get("answer") or {}
     step3 = answer.get("step3") or {}
     return {
         "step_1_events": (answer.get("step1") or {}).get("step_1_events", ""),
@@ -126,8 +157,11 @@ def read_teacher_units(run_dir: str | Path, report: DataReport, *, drop_fallback
     """Usable annotated units of one run directory; the others are counted in ``report``."""
     run = Path(run_dir)
     texts: dict[str, dict[int, str]] = {}
+    paras: dict[str, dict[int, bool]] = {}
     for s in read_jsonl(run / "sentences.jsonl"):
         texts.setdefault(str(s.get("unit_key")), {})[int(s["idx"])] = str(s.get("text", ""))
+        if "para" in s:
+            paras.setdefault(str(s.get("unit_key")), {})[int(s["idx"])] = bool(s["para"])
     units: list[TeacherUnit] = []
     for row in read_jsonl(run / "diagnostics.jsonl"):
         report.units_read += 1
@@ -158,7 +192,8 @@ def read_teacher_units(run_dir: str | Path, report: DataReport, *, drop_fallback
         units.append(TeacherUnit(
             book_id=str(row.get("book_id", "")), unit_id=str(row.get("unit_id", "")), key=key,
             run_dir=str(run), sentences=[by_idx[i] for i in range(1, n + 1)],
-            segments=[s.model_dump() for s in segments], workflow=_workflow(row)))
+            segments=[s.model_dump() for s in segments], workflow=_workflow(row),
+            paragraph_starts=[paras[key][i] for i in range(1, n + 1)] if len(paras.get(key, {})) == n else None))
     return units
 
 
@@ -272,7 +307,10 @@ def build_examples(units: Sequence[TeacherUnit], prompt: Mapping[str, Any], toke
             report.drop("duplicate_unit")
             continue
         seen.add(ident)
-        messages = render_single_pass_messages(prompt, unit.sentences, length_reference)
+        if prompt.get("paragraph_breaks") and unit.paragraph_starts is None:
+            report.drop("paragraphs_unknown")  # the run predates the `para` field: rerun or re-import it
+            continue
+        messages = render_single_pass_messages(prompt, unit.sentences, length_reference, unit.paragraph_starts)
         target = teacher_target(unit, schema)
         check_target(target, schema, unit.n_sentences)
         p_len, c_len = token_lengths(tokenizer, messages, target, chat_template_kwargs)
@@ -315,6 +353,7 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
     if not run_dirs:
         raise ValueError("no annotate run directories given: set data.runs=[outputs/annotate/...] "
                          "(or data.synthetic=true for a smoke run)")
+    check_teacher_runs(run_dirs)
     report.runs = [str(r) for r in run_dirs]
     units: list[TeacherUnit] = []
     for run in run_dirs:

@@ -1,14 +1,17 @@
 """Tables over finished training runs (local run directories or W&B), for the ablation notebook.
 
 :func:`load_runs` finds every ``train_summary.json`` below a folder (a single run, a multirun
-sweep, or ``outputs/train``); :func:`ablation_table` lines the runs up one row per experiment
-with their evaluation metrics; :func:`reward_curves` reads each run's ``metrics.jsonl`` into one
-long table of per-step values. :func:`wandb_runs` does the same from a W&B project.
+sweep, or ``outputs/train``); :func:`find_runs` does it for a folder given relative to the
+repository (as ``LITSEG_RUNS`` is) and fails when there is none; :func:`ablation_table` lines
+the runs up one row per experiment with their evaluation metrics; :func:`reward_curves` reads
+each run's ``metrics.jsonl`` into one long table of per-step values. :func:`wandb_runs` does the
+same from a W&B project.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,38 @@ def load_runs(roots: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
             data = json.loads(path.read_text(encoding="utf-8"))
             data["run_dir"] = str(path.parent)
             runs.append(data)
+    return runs
+
+
+def repository_root(start: str | Path | None = None) -> Path:
+    """The litseg checkout: the nearest folder at or above ``start`` (default: the working
+    directory, e.g. ``notebooks/`` for a notebook) holding ``pyproject.toml`` and
+    ``conf/train.yaml``; else the checkout this package is installed from; else the working
+    directory."""
+    here = Path(start or Path.cwd()).resolve()
+    package = Path(__file__).resolve().parents[3]
+    for candidate in (here, *here.parents, package):
+        if (candidate / "pyproject.toml").is_file() and (candidate / "conf" / "train.yaml").is_file():
+            return candidate
+    return here
+
+
+def resolve_in_repository(path: str | Path, start: str | Path | None = None) -> Path:
+    """``path`` as given when absolute, else relative to :func:`repository_root` (never to the
+    folder a notebook happens to run in)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else Path(os.path.normpath(repository_root(start) / p))
+
+
+def find_runs(spec: str | Path, start: str | Path | None = None) -> list[dict[str, Any]]:
+    """:func:`load_runs` below ``spec`` (resolved by :func:`resolve_in_repository`); an error
+    naming the folder when it holds no run, so an empty table never passes for a result."""
+    root = resolve_in_repository(spec, start)
+    runs = load_runs(root)
+    if not runs:
+        state = "does not exist" if not root.exists() else "holds no train_summary.json"
+        raise FileNotFoundError(f"no training runs: {root} {state} (given as {str(spec)!r}; relative "
+                                f"paths are read from the repository, {repository_root(start)})")
     return runs
 
 

@@ -10,10 +10,16 @@ functions and weights handed to ``GRPOTrainer``.
 * ``judge``: the narratological reward. An LLM judge (any backend of :mod:`litseg.llm`) grades
   every predicted chunk on event validity, unity of action and cut-point logic (1-5, rubric in
   ``conf/prompt/judge.yaml``); the scores are averaged over the three dimensions, then over the
-  chunks, and scaled to 0..1. Calls go out as one ``chat_batch`` per reward call (duplicates sent
-  once), through the response cache when the judge's llm config enables it. A judgement that
-  cannot be read is asked again with a correction note; when the retries are spent the
-  completion gets a neutral score and the failure is counted, never raised.
+  chunks, and scaled so that the scale's ends map to 0 and 1. The rubric's context adjustments
+  (+/- half a point on cut-point logic) keep their effect at the ends of the scale: a top grade
+  with the bonus scores above a clean top grade, a bottom grade with the penalty below a clean
+  one (so the reward can leave 0..1 by a few hundredths). Calls go out as one ``chat_batch`` per
+  reward call (duplicates sent once), through the response cache when the judge's llm config
+  enables it. A judgement that cannot be read is asked again with a correction note; when the
+  retries are spent the completion gets a neutral score and the failure is counted. A judge that
+  keeps failing stops the run: when more than ``max_failure_share`` of the judgements of the last
+  ``failure_window`` reward calls failed, :class:`JudgeUnavailableError` is raised (otherwise
+  GRPO would quietly go on as format-only training).
 
 Both report counters through TRL's ``log_metric`` hook, so every training step logs each reward
 (``rewards/<name>/mean``, from TRL) and its failure counts (``<name>/...``, from here).
@@ -25,7 +31,7 @@ import importlib
 import json
 import logging
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,6 +39,7 @@ from typing import Any
 
 import json_repair
 
+from litseg.errors import SetupError
 from litseg.segmentation.parsing import ParseResult, parse_answer
 from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import IssueCode, covered_indices, validate_segments
@@ -105,7 +112,9 @@ def format_score(text: str, n: int, schema: str, *, credits: Mapping[str, float]
     unknown = set(credits) - set(DEFAULT_FORMAT_CREDITS)
     if unknown:
         raise ValueError(f"format reward: unknown check(s) {sorted(unknown)}; known: {sorted(DEFAULT_FORMAT_CREDITS)}")
-    parsed = parse_answer(text, get_schema(schema))
+    # parse_answer never raises on content (over-long integers included); with n it reads
+    # context ranges the way the runner does, inside the unit.
+    parsed = parse_answer(text, get_schema(schema), n=n if n > 0 else None)
     checks = dict.fromkeys(DEFAULT_FORMAT_CREDITS, 0.0)
     if not any(e.code is IssueCode.PARSE_ERROR for e in parsed.errors):
         checks["parses"] = 1.0
@@ -152,6 +161,11 @@ def make_format_reward(credits: Mapping[str, float] | None = None, lenient_schem
 
 class JudgementError(ValueError):
     """A judge reply that cannot be read as the scores asked for."""
+
+
+class JudgeUnavailableError(SetupError, RuntimeError):
+    """Too many judgements failed over the recent reward calls: the run stops instead of going on
+    with neutral judge scores (train.py prints the message as one line and exits with code 2)."""
 
 
 def chunk_lines(segments: Sequence[Segment]) -> str:
@@ -233,6 +247,14 @@ class JudgeRubric:
     context_penalty: float = 0.5
     context_bonus: float = 0.5
     version: str = ""
+    #: Dimensions the context adjustments apply to (their scores may leave the scale by them).
+    adjusted_dimensions: list[str] = field(default_factory=list)
+
+    def bounds(self, dimension: str) -> tuple[float, float]:
+        """The lowest and highest score ``dimension`` can take, adjustments included."""
+        if dimension in self.adjusted_dimensions:
+            return self.scale_min - self.context_penalty, self.scale_max + self.context_bonus
+        return self.scale_min, self.scale_max
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> JudgeRubric:
@@ -241,10 +263,17 @@ class JudgeRubric:
                 raise ValueError(f"judge rubric lacks {key!r} (use conf/prompt/judge.yaml)")
         scoring = dict(cfg["scoring"])
         system = str(cfg["system"]).format(**scoring)
-        return cls(system=system, user=str(cfg["user"]), dimensions=[str(d) for d in cfg["dimensions"]],
+        dimensions = [str(d) for d in cfg["dimensions"]]
+        # Without a list, any dimension may carry the adjustments (none of them is cut off).
+        adjusted = [str(d) for d in scoring.get("adjusted_dimensions", dimensions) or []]
+        unknown = sorted(set(adjusted) - set(dimensions))
+        if unknown:
+            raise ValueError(f"judge rubric: adjusted_dimensions {unknown} are not among the dimensions {dimensions}")
+        return cls(system=system, user=str(cfg["user"]), dimensions=dimensions,
                    scale_min=float(scoring.get("scale_min", 1)), scale_max=float(scoring.get("scale_max", 5)),
                    context_penalty=float(scoring.get("context_penalty", 0.5)),
-                   context_bonus=float(scoring.get("context_bonus", 0.5)), version=str(cfg.get("version", "")))
+                   context_bonus=float(scoring.get("context_bonus", 0.5)), version=str(cfg.get("version", "")),
+                   adjusted_dimensions=adjusted)
 
     def messages(self, chapter: str, segments: Sequence[Segment]) -> list[dict[str, str]]:
         user = self.user.format(chapter=chapter, chunks=chunk_lines(segments), num_chunks=len(segments))
@@ -283,7 +312,8 @@ class NarratologicalJudgeReward:
     def __init__(self, llm: Any, rubric: Mapping[str, Any] | JudgeRubric, *, name: str = "judge",
                  max_retries: int = 2, neutral_score: float = 0.5, unjudgeable_score: float = 0.0,
                  clip: bool = True, max_tokens: int = 512, temperature: float = 0.0,
-                 constrained: bool = True, max_chunks: int = 64) -> None:
+                 constrained: bool = True, max_chunks: int = 64, max_failure_share: float | None = 0.5,
+                 failure_window: int = 20, min_judgements: int = 8) -> None:
         self.__name__ = name
         self.name = name
         self._llm = llm
@@ -298,6 +328,15 @@ class NarratologicalJudgeReward:
         self.temperature = temperature
         self.constrained = constrained
         self.max_chunks = max_chunks
+        if max_failure_share is not None and not 0.0 <= max_failure_share <= 1.0:
+            raise ValueError(f"max_failure_share must lie in 0..1 (or be null), got {max_failure_share}")
+        if failure_window < 1 or min_judgements < 1:
+            raise ValueError("failure_window and min_judgements must be >= 1")
+        self.max_failure_share = max_failure_share
+        self.failure_window = failure_window
+        self.min_judgements = min_judgements
+        # (judgements asked, judgements failed, problems) of the most recent reward calls
+        self._recent: deque[tuple[int, int, Counter]] = deque(maxlen=failure_window)
         self.stats = JudgeStats()
 
     @property
@@ -310,14 +349,18 @@ class NarratologicalJudgeReward:
 
     # -- scoring
     def score(self, scores: Mapping[str, list[float]]) -> float:
-        """Mean over dimensions per chunk, then over chunks, scaled to 0..1."""
+        """Mean over dimensions per chunk, then over chunks, scaled so that the scale's ends are 0
+        and 1. ``clip`` bounds each dimension to what the rubric allows it (the scale, widened by
+        the context adjustments for the dimensions they apply to), so the adjustments still count
+        at a top or bottom grade."""
         low, high = self.rubric.scale_min, self.rubric.scale_max
+        bounds = {d: self.rubric.bounds(d) for d in self.rubric.dimensions}
         per_chunk = []
         k = len(next(iter(scores.values())))
         for i in range(k):
             values = [scores[d][i] for d in self.rubric.dimensions]
             if self.clip:
-                values = [min(high, max(low, v)) for v in values]
+                values = [min(bounds[d][1], max(bounds[d][0], v)) for d, v in zip(self.rubric.dimensions, values)]
             per_chunk.append(sum(values) / len(values))
         mean = sum(per_chunk) / len(per_chunk)
         return (mean - low) / (high - low)
@@ -385,6 +428,7 @@ class NarratologicalJudgeReward:
                 else:
                     counts["backend_errors"] += 1
                 self.stats.errors[problem.split(":")[0][:60]] += 1
+                job["problem"] = problem.split(":")[0][:60]
                 if reply.error is None and reply.text:
                     # Show the model its unusable reply and what was wrong; this also gives
                     # the retry a cache key of its own.
@@ -397,24 +441,47 @@ class NarratologicalJudgeReward:
             todo = still
         for job in todo:
             counts["failures"] += 1
+            counts["problem:" + str(job.get("problem", "unknown"))] += 1
             for i in job["members"]:
                 rewards[i] = self.neutral_score
         return [float(r) for r in rewards], dict(counts)
+
+    def _check_failures(self, counts: Mapping[str, int]) -> None:
+        """Raise :class:`JudgeUnavailableError` when the recent failure share is over the limit."""
+        problems = Counter({k[len("problem:"):]: v for k, v in counts.items() if k.startswith("problem:")})
+        self._recent.append((int(counts.get("requests", 0)), int(counts.get("failures", 0)), problems))
+        if self.max_failure_share is None or self.max_failure_share >= 1.0:
+            return
+        asked = sum(r for r, _, _ in self._recent)
+        failed = sum(f for _, f, _ in self._recent)
+        if asked < self.min_judgements or failed <= self.max_failure_share * asked:
+            return
+        seen = sum((p for _, _, p in self._recent), Counter())
+        common = "; ".join(f"{p!r} x{n}" for p, n in seen.most_common(3)) or "no reason recorded"
+        raise JudgeUnavailableError(
+            f"reward {self.name!r}: {failed} of {asked} judgements failed over the last {len(self._recent)} "
+            f"reward call(s), more than the {self.max_failure_share:.0%} allowed "
+            f"(rewards.{self.name}.params.max_failure_share); most frequent problems: {common}. "
+            "Going on would train on neutral judge scores, i.e. on the format reward alone. Check the judge "
+            f"model (judge_llm=...), or set rewards.{self.name}.params.max_failure_share=null to go on anyway.")
+
+    def student_segments(self, text: str, schema: str) -> list[Segment] | None:
+        """The segments of a student's answer, or None when it has none readable."""
+        parsed = parse_answer(text, get_schema(schema))
+        return parsed.segments if parsed.value is not None else None
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float]:
         n = len(completions)
         chapters = _column(columns, "chapter", n)
         schemas = _column(columns, "schema", n, default="lite")
-        answers: list[list[Segment] | None] = []
-        for c, schema in zip(completions, schemas):
-            parsed = parse_answer(completion_text(c), get_schema(str(schema)))
-            answers.append(parsed.segments if parsed.value is not None else None)
+        answers = [self.student_segments(completion_text(c), str(schema)) for c, schema in zip(completions, schemas)]
         rewards, counts = self.judge([str(c) for c in chapters], answers)
         self.stats.completions += n
         for key in ("unjudgeable", "requests", "calls", "retries", "failures"):
             setattr(self.stats, key, getattr(self.stats, key) + counts.get(key, 0))
         for key in ("failures", "retries", "unjudgeable"):
             _log(columns, f"{self.name}/{key}", counts.get(key, 0))
+        self._check_failures(counts)
         return rewards
 
 
@@ -445,10 +512,17 @@ def _judge_factory(name: str, params: Mapping[str, Any], context: RewardContext)
     return NarratologicalJudgeReward(llm, rubric, name=name, **settings)
 
 
+def _boundary_factory(name: str, params: Mapping[str, Any], context: RewardContext) -> RewardFn:
+    from litseg.training.reward_agreement import boundary_factory
+
+    return boundary_factory(name, params, context)
+
+
 #: Built-in rewards by name: factory(name, params, context) -> reward function.
 REWARDS: dict[str, Callable[[str, Mapping[str, Any], RewardContext], RewardFn]] = {
     "format": _format_factory,
     "judge": _judge_factory,
+    "boundary": _boundary_factory,
 }
 
 

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 SUMMARY = "train_summary.json"
 RUN_ID_ENV = "LITSEG_RUN_ID"
+#: train.py's exit code when a run (or any job of a sweep) trained nothing (docs/training.md).
+UNTRAINED_EXIT = 3
 
 
 def hydra_run_dir(default: str = "outputs/train/manual") -> Path:
@@ -106,6 +108,85 @@ def _changed(before: dict[str, Any], model: Any) -> dict[str, float]:
     return {"trainable_tensors": len(before), "changed_tensors": len(changed), "abs_delta": delta}
 
 
+def _rewards_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether GRPO's logged rewards ever gave a learning signal.
+
+    ``all_zero``: the mean reward and its spread were 0 at every logged step (every reward was
+    0); ``flat``: no group of generations ever differed in reward (``frac_reward_zero_std`` 1, or
+    ``reward_std`` 0, at every step), so every advantage, the loss and the gradient were 0.
+    """
+    rows = [r for r in history if r.get("reward") is not None]
+
+    def zero(row: dict[str, Any], key: str) -> bool:
+        return float(row.get(key) or 0.0) == 0.0
+
+    flat = [float(r["frac_reward_zero_std"]) == 1.0 if r.get("frac_reward_zero_std") is not None
+            else zero(r, "reward_std") for r in rows]
+    all_zero = bool(rows) and all(zero(r, "reward") and zero(r, "reward_std") for r in rows)
+    return {"steps": len(rows), "all_zero": all_zero, "flat": bool(rows) and all(flat)}
+
+
+def untrained_reasons(stages: dict[str, Any]) -> list[str]:
+    """Why a run learnt nothing, one reason per stage and cause (empty: every stage learnt).
+
+    A stage that ran but changed none of its trainable tensors, and a GRPO stage whose rewards
+    were all 0 or never differed inside a group, trained nothing. Reused stages were checked when
+    they ran.
+    """
+    reasons: list[str] = []
+    for kind, stage in stages.items():
+        if stage.get("reused"):
+            continue
+        params = stage.get("params") or {}
+        total, changed = int(params.get("trainable_tensors", 0)), int(params.get("changed_tensors", 0))
+        steps = stage.get("global_step")
+        if total == 0:
+            reasons.append(f"{kind}: the model has no trainable tensor")
+        elif changed == 0:
+            reasons.append(f"{kind}: none of the {total} trainable tensors changed in {steps} step(s)")
+        rewards = stage.get("rewards") or {}
+        if rewards.get("all_zero"):
+            reasons.append(f"{kind}: every reward was 0 at all {rewards['steps']} logged step(s)")
+        elif rewards.get("flat"):
+            reasons.append(f"{kind}: the rewards never differed within a group of generations "
+                           f"({rewards['steps']} logged step(s)), so every advantage and the gradient were 0")
+    return reasons
+
+
+def end_line(summary: dict[str, Any]) -> str:
+    """The one line a run ends with: verdict, metric, adapter, tensors changed per stage, run dir."""
+    reasons = summary.get("trained_nothing") or []
+    changed = []
+    for kind, stage in summary.get("stages", {}).items():
+        p = stage.get("params") or {}
+        changed.append(f"{kind} {p.get('changed_tensors', '?')}/{p.get('trainable_tensors', '?')}"
+                       + (" (reused)" if stage.get("reused") else ""))
+    if reasons:
+        verdict = "TRAINED NOTHING (" + "; ".join(reasons) + ")"
+    else:
+        verdict = "trained" if summary.get("stages") else "no training stage (evaluation only)"
+    metric = summary.get("metric")
+    shown = f"{metric:.4f}" if isinstance(metric, float) else str(metric)
+    return (f"train: {verdict} | {summary.get('metric_name')}={shown} | adapter {summary.get('adapter') or 'none'}"
+            f" | tensors changed: {', '.join(changed) or 'none (no stage ran)'} | run {summary.get('run_dir')}")
+
+
+def check_grpo_examples(settings: Any, n_train: int) -> None:
+    """GRPO draws ``generation batch / num_generations`` distinct prompts per generation batch;
+    with fewer training examples than that there is not one batch to train on (TRL only says
+    "max_steps must be set")."""
+    from litseg.training.builders import check_generation_batch
+
+    batch = check_generation_batch(settings)
+    prompts = batch // settings.num_generations
+    if n_train < prompts:
+        raise ValueError(
+            f"GRPO: too few training examples for one generation batch: {n_train} example(s), but each "
+            f"generation batch needs {prompts} distinct prompts (generation batch {batch} / num_generations "
+            f"{settings.num_generations}); add teacher units (see data_report.json for what was dropped) or "
+            "lower stage.grpo.per_device_train_batch_size / gradient_accumulation_steps / generation_batch_size")
+
+
 def _last_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
     """The latest value of every key in the trainer's log history."""
     out: dict[str, Any] = {}
@@ -132,6 +213,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
         save_adapter,
     )
     from litseg.training.builders import (
+        bound_cpu_heap,
+        device_kind,
         build_grpo_trainer,
         build_sft_trainer,
         completion_length,
@@ -156,6 +239,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     if main:
         _write_config(cfg, out / "config.yaml")
     set_seed(tc.seed)
+    if device_kind() == "cpu":
+        bound_cpu_heap()
 
     tokenizer = load_tokenizer(tc.model)
     runs: list[str] = list(tc.data.runs)
@@ -166,6 +251,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
                                       chat_template_kwargs=tc.model.chat_template_kwargs)
     if main:
         write_report(report, out / "data_report.json")
+    if "grpo" in tc.stage.run:
+        check_grpo_examples(tc.stage.grpo, report.examples.get("train", 0))
     longest = int(report.completion_tokens.get("max", 0)) or None
 
     commit = git_commit()
@@ -233,6 +320,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
                 "params": change,
                 "last_logged": _last_logged(trainer.state.log_history),
             }
+            if kind == "grpo":
+                stages[kind]["rewards"] = _rewards_logged(trainer.state.log_history)
             if main:
                 marker.write_text(json.dumps({"settings_hash": _settings_hash(settings), "result": stages[kind]},
                                              indent=2, default=str) + "\n")
@@ -296,9 +385,13 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
         }
         summary["metric_name"] = tc.eval.metric
         summary["metric"] = _metric(summary, tc.eval.metric)
+        summary["trained_nothing"] = untrained_reasons(stages)
         if main:
             (out / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
             logger.log_summary({**evaluation, "data/train_examples": report.examples.get("train", 0)})
+            for reason in summary["trained_nothing"]:
+                log.warning("TRAINED NOTHING: %s (%s)", reason, out)
+            print(end_line(summary), flush=True)
     finally:
         logger.finish()
         for fn in reward_funcs:

@@ -1,0 +1,305 @@
+"""The shipped LitSeg-Lite student against the untrained model and two baselines.
+
+    python benchmarks/student_eval.py            # runs what is missing, prints the table
+    python benchmarks/student_eval.py --write    # also writes it into docs/training.md
+    python benchmarks/student_eval.py --variant grpo=outputs/train/grpo/adapter   # one more row
+
+Two measurements, each a resumable run folder under --out (LLM answers are cached, so a rerun
+only pays for what changed):
+
+1. **Agreement with the teacher on held-out books.** The units of the teacher books the student
+   never saw (its model card lists them) are segmented by every LitSeg-Lite variant; boundary F1
+   within +/-1 sentence against the teacher's segmentation, pooled over units.
+2. **FairytaleQA validation**, one ``evaluate.py`` run: recursive (1,000 characters), semantic and
+   each LitSeg-Lite variant (annotated with ``annotate.py`` on the exported story texts, read back
+   as chunk files). MRR@10, Hit@1, the Hit@1 of a random ranking, evidence within 1,500
+   characters, words per chunk; for the LLM rows the first-try valid share, the fallback shares,
+   the share of placeholder subtitles and seconds per unit from the annotate runs.
+
+Variants: ``untrained`` (embedded SmolLM2-135M, the compact prompt without the adapter) and ``student``
+(SmolLM2 + the shipped adapter, the compact prompt it was trained on); ``--variant NAME=ADAPTER``
+adds a row with another adapter on the compact prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from litseg.utils.docblocks import write_block  # noqa: E402
+
+SHARED = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared"))
+TEACHER_FILE = SHARED / "data" / "teacher" / "litseg_teacher_units.jsonl"
+DOC = REPO / "docs" / "training.md"
+
+BASE_VARIANTS = {
+    # The same prompt without the adapter: what training adds. (The untrained model on the paper's
+    # full Lite prompt writes up to 3,072 tokens a try and took over an hour per handful of units here.)
+    "untrained": {"llm": "embedded", "prompt": "litseg_lite_compact", "adapter": None},
+    "student": {"llm": "student", "prompt": "litseg_lite_compact", "adapter": None},
+}
+
+
+def run(cmd: list[str], log: Path) -> None:
+    """Run a project command (as a user would), its output into ``log``; stop on failure."""
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    print("$", " ".join(cmd), flush=True)
+    t0 = time.perf_counter()
+    with log.open("a", encoding="utf-8") as fh:
+        done = subprocess.run(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    print(f"  {time.perf_counter() - t0:.0f} s, exit {done.returncode} (log {log})", flush=True)
+    if done.returncode != 0:
+        raise SystemExit(f"command failed with exit code {done.returncode}; see {log}")
+
+
+def variant_overrides(v: dict[str, Any]) -> list[str]:
+    out = [f"llm={v['llm']}", f"prompt={v['prompt']}"]
+    if v.get("adapter"):
+        out.append(f"llm.adapter={v['adapter']}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 1. held-out teacher units
+
+
+def held_out_books(data_report: Path | None = None) -> list[str]:
+    """The student's validation books: from its model card, or a training run's data_report.json."""
+    if data_report is not None:
+        return list(json.loads(data_report.read_text())["books"]["validation"])
+    from litseg.models import STUDENT, shipped_adapter
+
+    meta = json.loads((shipped_adapter(STUDENT) / "litseg_adapter.json").read_text())
+    return list(meta["data"]["books"]["validation"])
+
+
+def teacher_run(out: Path) -> Path:
+    run_dir = out / "teacher-imported"
+    if not (run_dir / "run_summary.json").is_file():
+        run([sys.executable, "annotate.py", "method=imported", f"method.annotations={TEACHER_FILE}",
+             f"hydra.run.dir={run_dir}", "print_table=0", "view=false"], out / "logs.txt")
+    return run_dir
+
+
+def held_out_units(teacher: Path, books: list[str]) -> list[tuple[Any, Any, list[dict[str, Any]]]]:
+    """(document, unit, teacher segments) of the teacher units of ``books``, rebuilt exactly."""
+    from litseg.pipeline.store import read_jsonl
+    from litseg.segmentation.types import Document, Sentence, Unit
+
+    docs = {r["book_id"]: r for r in read_jsonl(teacher / "documents.jsonl")}
+    sentences: dict[str, list[dict[str, Any]]] = {}
+    for s in read_jsonl(teacher / "sentences.jsonl"):
+        sentences.setdefault(s["unit_key"], []).append(s)
+    out = []
+    texts: dict[str, str] = {}
+    for row in read_jsonl(teacher / "diagnostics.jsonl"):
+        if row["book_id"] not in books:
+            continue
+        meta = docs[row["book_id"]]
+        if row["book_id"] not in texts:
+            texts[row["book_id"]] = Path(meta["text_file"]).read_text(encoding="utf-8")
+        rows = sorted(sentences[row["key"]], key=lambda s: s["idx"])
+        unit = Unit(book_id=row["book_id"], unit_id=row["unit_id"], index=int(row.get("unit_index", 0)),
+                    start=rows[0]["start"], end=rows[-1]["end"], title=row.get("unit_title", ""),
+                    sentences=[Sentence(s["idx"], s["start"], s["end"]) for s in rows])
+        doc = Document(book_id=row["book_id"], text=texts[row["book_id"]], title=meta.get("title", ""),
+                       source_path=meta.get("source_path", ""))
+        out.append((doc, unit, row["segments"]))
+    return out
+
+
+def agreement(name: str, v: dict[str, Any], units: list, out: Path) -> dict[str, Any]:
+    """Segment the held-out units with variant ``v`` (a resumable annotate run), score vs the teacher."""
+    from hydra import compose, initialize_config_dir
+
+    from litseg.pipeline.annotate import annotate
+    from litseg.pipeline.entry import build_chunker_for_run
+    from litseg.pipeline.sources import BookSource
+    from litseg.pipeline.store import read_jsonl
+    from litseg.segmentation.agreement import micro_boundary_f1
+
+    run_dir = out / f"heldout-{name}"
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose("annotate", overrides=["input=unused", *variant_overrides(v)])
+    chunker, _ = build_chunker_for_run(cfg)
+    by_book: dict[str, list] = {}
+    for doc, unit, _ in units:
+        by_book.setdefault(doc.book_id, []).append((doc, unit))
+
+    def source(items):
+        def load():
+            doc = items[0][0]
+            doc.units = [u for _, u in items]
+            return doc
+        return BookSource(f"heldout:{items[0][0].book_id}", load, lambda: str(len(items)), stored_text=True)
+
+    try:
+        summary = annotate(inputs=[source(items) for items in by_book.values()], chunker=chunker, out_dir=run_dir,
+                           progress=False)
+    finally:
+        chunker.close()
+    got = {(r["book_id"], r["unit_id"]): r for r in read_jsonl(run_dir / "diagnostics.jsonl")}
+    pairs = [(got[(d.book_id, u.unit_id)]["segments"], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
+    score = micro_boundary_f1(pairs, tolerance=1)
+    return {"units": len(pairs), "boundary_f1": score.f1, "precision": score.precision, "recall": score.recall,
+            "seconds": summary.get("seconds")}
+
+
+# --------------------------------------------------------------------------------------------
+# 2. FairytaleQA validation
+
+
+def unit_stats(run_dir: Path, prompt_name: str) -> dict[str, Any]:
+    """First-try valid share, fallback shares, placeholder-subtitle share, seconds per unit."""
+    from omegaconf import OmegaConf
+
+    from litseg.pipeline.store import read_jsonl
+    from litseg.segmentation.agreement import instruction_strings, placeholder_share
+    from litseg.segmentation.schema import get_schema
+
+    diags = read_jsonl(run_dir / "diagnostics.jsonl")
+    chunks = read_jsonl(run_dir / "chunks.jsonl")
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    prompt = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / f"{prompt_name}.yaml"), resolve=True)
+    texts = instruction_strings(prompt, [get_schema(str(prompt["schema"]))])
+    n = len(diags)
+    fallbacks: dict[str, int] = {}
+    for d in diags:
+        fallbacks[str(d.get("fallback", "none"))] = fallbacks.get(str(d.get("fallback", "none")), 0) + 1
+    first = sum(1 for d in diags if d.get("attempts") and d["attempts"][0].get("valid"))
+    return {
+        "units": n,
+        "first_try_valid": first / n if n else None,
+        "fallback_repair": fallbacks.get("repair", 0) / n if n else None,
+        "fallback_whole_unit": fallbacks.get("whole_unit", 0) / n if n else None,
+        "placeholder_share": placeholder_share([c.get("subtitle", "") for c in chunks], texts),
+        "seconds_per_unit": float(summary.get("in_dir", {}).get("model_seconds") or summary.get("seconds", 0)) / n
+        if n else None,
+        "wall_seconds": summary.get("seconds"),
+    }
+
+
+def fairytaleqa(variants: dict[str, dict[str, Any]], out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    texts = out / "ftqa_val_texts"
+    if not any(texts.glob("*.txt")):
+        run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"export_texts={texts}"], out / "logs.txt")
+    stats = {}
+    files = []
+    for name, v in variants.items():
+        run_dir = out / f"ftqa-{name}"
+        run([sys.executable, "annotate.py", f"input={texts}", "method=litseg_lite", *variant_overrides(v),
+             f"hydra.run.dir={run_dir}", "print_table=0", "view=false", "export.enabled=false"], out / "logs.txt")
+        stats[name] = unit_stats(run_dir, v["prompt"])
+        files.append(f"{{label: litseg_lite_{name}, path: {run_dir}}}")
+    eval_dir = out / "evaluate"
+    run([sys.executable, "evaluate.py", "suite=fairytaleqa", "chunkers=[recursive,semantic]",
+         f"chunk_files=[{','.join(files)}]", f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500"], out / "logs.txt")
+    return json.loads((eval_dir / "results.json").read_text()), stats
+
+
+# --------------------------------------------------------------------------------------------
+# The table
+
+
+def fmt(x: Any, pct: bool = False, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if pct:
+        return f"{100 * x:.0f} %"
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def row_metrics(results: dict[str, Any], label: str) -> dict[str, Any]:
+    for r in results.get("results", []):
+        if r.get("label") == label:
+            return r
+    return {}
+
+
+def metric(r: dict[str, Any], *names: str) -> Any:
+    for container in (r.get("retrieval") or {}, r.get("random") or {}, r.get("evidence") or {},
+                      r.get("chunk_stats") or {}, r):
+        for n in names:
+            if isinstance(container, dict) and n in container:
+                return container[n]
+    return None
+
+
+def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any]) -> str:
+    head = ["FairytaleQA val", "MRR@10", "Hit@1", "random Hit@1", "evidence@1500", "words/chunk",
+            "first-try valid", "fallback repair / whole unit", "placeholder subtitles", "s/unit",
+            "boundary F1 vs teacher (held-out)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    labels = [("recursive", "recursive 1000c", None), ("semantic", "semantic", None)]
+    labels += [(f"litseg_lite_{n}", f"LitSeg-Lite {n}", n) for n in stats]
+    for label, shown, name in labels:
+        r = row_metrics(results, label)
+        s = stats.get(name, {}) if name else {}
+        h = heldout.get(name, {}) if name else {}
+        cells = [shown, fmt(metric(r, "mrr@10")), fmt(metric(r, "hit@1")), fmt(metric(r, "random_hit@1")),
+                 fmt(metric(r, "evidence@1500")), fmt(metric(r, "words_per_chunk", "mean_words"), digits=0),
+                 fmt(s.get("first_try_valid"), pct=True),
+                 f"{fmt(s.get('fallback_repair'), pct=True)} / {fmt(s.get('fallback_whole_unit'), pct=True)}"
+                 if s else "-",
+                 fmt(s.get("placeholder_share"), pct=True), fmt(s.get("seconds_per_unit"), digits=1),
+                 f"{fmt(h.get('boundary_f1'))} ({h.get('units', 0)} units)" if h else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "outputs" / "bench" / "student_eval")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=ADAPTER_DIR: one more LitSeg-Lite row")
+    ap.add_argument("--skip-fairytaleqa", action="store_true")
+    ap.add_argument("--only", action="append", default=[], help="run these variants only, without the "
+                    "evaluation (to fill their resumable runs and the answer cache ahead of time)")
+    ap.add_argument("--write", action="store_true", help="write the table into docs/training.md")
+    ap.add_argument("--data-report", type=Path, default=None,
+                    help="take the held-out books from this training run's data_report.json (default: the model card)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    variants = dict(BASE_VARIANTS)
+    for item in args.variant:
+        name, _, adapter = item.partition("=")
+        variants[name] = {"llm": "student", "prompt": "litseg_lite_compact", "adapter": adapter}
+
+    if args.only:
+        variants = {k: v for k, v in variants.items() if k in args.only}
+    units = held_out_units(teacher_run(args.out), held_out_books(args.data_report))
+    heldout = {name: agreement(name, v, units, args.out) for name, v in variants.items()}
+    if args.only:
+        for name, v in variants.items():
+            run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"export_texts={args.out / 'ftqa_val_texts'}"],
+                args.out / "logs.txt")
+            run([sys.executable, "annotate.py", f"input={args.out / 'ftqa_val_texts'}", "method=litseg_lite",
+                 *variant_overrides(v), f"hydra.run.dir={args.out / f'ftqa-{name}'}", "print_table=0", "view=false",
+                 "export.enabled=false"], args.out / "logs.txt")
+        print(json.dumps(heldout, indent=1))
+        return
+    print(json.dumps(heldout, indent=1))
+    results, stats = ({}, {}) if args.skip_fairytaleqa else fairytaleqa(variants, args.out)
+    (args.out / "student_eval.json").write_text(json.dumps({"heldout": heldout, "fairytaleqa_units": stats,
+                                                            "results": results}, indent=1, default=str))
+    text = table(results, stats, heldout)
+    print(text)
+    if args.write:
+        body = (f"{text}\nMeasured by `python benchmarks/student_eval.py --write` on this machine "
+                f"({os.cpu_count()} CPU cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}); "
+                f"held-out teacher books: {', '.join(sorted({u[0].book_id for u in units}))}.\n")
+        write_block(DOC, "student_eval", "benchmarks/student_eval.py --write", body)
+        print(f"wrote the table into {DOC}")
+
+
+if __name__ == "__main__":
+    main()
