@@ -11,17 +11,18 @@ Nothing here imports torch, transformers or trl: configs compose and validate in
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from litseg.errors import SetupError
+from litseg.utils.config import ConfigError, config_schema, from_dict, to_plain
+
+_plain = to_plain  # kept for callers of the old private name
 
 STAGE_KINDS = ("sft", "grpo")
 
 
+@config_schema("model", entry="train", default_option="smollm2_135m")
 @dataclass
 class ModelConfig:
     """The student model.
@@ -45,6 +46,7 @@ class ModelConfig:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+@config_schema("peft", entry="train", default_option="lora")
 @dataclass
 class PeftConfig:
     """LoRA settings (peft.LoraConfig). ``enabled: false`` trains the full model."""
@@ -143,6 +145,7 @@ class GRPOSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@config_schema("stage", entry="train", default_option="sft")
 @dataclass
 class StageConfig:
     """Which trainers run, in order (``run: [sft, grpo]`` is the paper's two-stage recipe)."""
@@ -163,6 +166,7 @@ class RewardSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+@config_schema("logger", entry="train", default_option="none")
 @dataclass
 class LoggerConfig:
     """Experiment tracking. ``backend: none`` keeps metrics in the run directory only."""
@@ -225,97 +229,7 @@ class TrainConfig:
 
 
 # --------------------------------------------------------------------------------------------
-# Conversion from the composed tree
-
-
-class ConfigError(ValueError, SetupError):
-    """A composed config does not fit the typed settings (unknown key, wrong type); the entry
-    scripts print it as one line (litseg.cli)."""
-
-
-def _plain(node: Any) -> Any:
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(node, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(node, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a core dependency
-        pass
-    return node
-
-
-def _check_scalar(value: Any, annotation: Any, where: str) -> Any:
-    """Coerce what YAML may give (int for a float field) and reject what cannot be meant."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check_scalar(value, arg, where)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
-    if annotation is Any:
-        return value
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected text, got {value!r}")
-        return value
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        (item,) = args or (Any,)
-        return [_check_scalar(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        _, item = args or (str, Any)
-        if dataclasses.is_dataclass(item):
-            return {str(k): from_dict(item, v, f"{where}.{k}") for k, v in value.items()}
-        return {str(k): v for k, v in value.items()}
-    if dataclasses.is_dataclass(annotation):
-        return from_dict(annotation, value, where)
-    return value
-
-
-def from_dict(cls: type, data: Any, where: str = "") -> Any:
-    """``cls(**data)`` for a dataclass, recursively, with unknown keys and bad types rejected."""
-    data = _plain(data)
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        prefix = f"{where}." if where else ""
-        raise ConfigError(f"unknown setting(s) {', '.join(prefix + k for k in unknown)}; "
-                          f"known under {where or 'the root'}: {', '.join(sorted(names))}")
-    kwargs = {}
-    for name, value in data.items():
-        kwargs[name] = _check_scalar(value, hints[name], f"{where}.{name}" if where else name)
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where or cls.__name__}: {exc}") from exc
+# Conversion from the composed tree (the generic typed loader lives in litseg.utils.config)
 
 
 #: Keys of the composed train.yaml that are not training settings (Hydra bookkeeping, the

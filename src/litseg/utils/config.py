@@ -1,0 +1,161 @@
+"""One way from a composed config section to a typed object.
+
+Every config group under ``conf/`` has one frozen-or-plain dataclass schema, registered here with
+:func:`config_schema`. :func:`from_dict` builds it from the composed section (DictConfig or dict),
+rejecting unknown keys with their dotted path and checking scalar types, so a misspelt override
+fails at once instead of being ignored. ``tests/test_config_schemas.py`` composes every YAML file of
+every group and validates it against its schema, and checks that a schema's field defaults agree
+with the group's default YAML: the YAML is where a user reads (and changes) a value, the code does
+not carry a second, drifting copy.
+
+Pure Python (omegaconf is imported lazily for DictConfig inputs): no torch, no Hydra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from litseg.errors import SetupError
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError, SetupError):
+    """A composed config does not fit its typed schema (unknown key, wrong type); the entry
+    scripts print it as one line (litseg.cli)."""
+
+
+def to_plain(node: Any) -> Any:
+    """A DictConfig/ListConfig as plain, resolved dicts and lists; anything else unchanged."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(node, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(node, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a core dependency
+        pass
+    return node
+
+
+def _check_union(value: Any, args: tuple[Any, ...], where: str) -> Any:
+    if value is None and type(None) in args:
+        return None
+    errors = []
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _check_value(value, arg, where)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    raise ConfigError(errors[0] if errors else f"{where}: bad value {value!r}")
+
+
+def _check_scalar(value: Any, annotation: Any, where: str) -> Any:
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected text, got {value!r}")
+        return value
+    return value
+
+
+def _check_value(value: Any, annotation: Any, where: str) -> Any:
+    """Coerce what YAML may give (an int for a float field) and reject what cannot be meant."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return _check_union(value, args, where)
+    if annotation is Any:
+        return value
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        item = args[0] if args else Any
+        items = [_check_value(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        _, item = args or (str, Any)
+        return {str(k): _check_value(v, item, f"{where}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(annotation):
+        return from_dict(annotation, value, where)
+    return _check_scalar(value, annotation, where)
+
+
+def from_dict(cls: type[T], data: Any, where: str = "") -> T:
+    """``cls(**data)`` for a dataclass, recursively, with unknown keys and bad types rejected."""
+    data = to_plain(data)
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - names)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(f"unknown setting(s) {', '.join(prefix + str(k) for k in unknown)}; "
+                          f"known under {where or 'the root'}: {', '.join(sorted(names))}")
+    kwargs = {name: _check_value(value, hints[name], f"{where}.{name}" if where else name)
+              for name, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where or cls.__name__}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Which schema types which config group
+
+
+@dataclass(frozen=True)
+class SchemaEntry:
+    """``conf/<group>/*.yaml`` is typed by ``schema``. ``entry`` is the top config whose
+    composition places the group at ``key`` (for the test to compose each option), and
+    ``default_option`` the YAML whose values the schema's field defaults must equal."""
+
+    group: str
+    schema: type
+    entry: str
+    key: str
+    default_option: str | None
+
+
+SCHEMAS: dict[str, SchemaEntry] = {}
+
+
+def config_schema(group: str, *, entry: str, key: str | None = None,
+                  default_option: str | None = None) -> Callable[[type[T]], type[T]]:
+    """Class decorator: the dataclass types every YAML of ``conf/<group>/``."""
+
+    def deco(cls: type[T]) -> type[T]:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{cls.__name__} must be a dataclass to type conf/{group}")
+        if group in SCHEMAS and SCHEMAS[group].schema is not cls:
+            raise ValueError(f"conf/{group} already has a schema: {SCHEMAS[group].schema.__name__}")
+        SCHEMAS[group] = SchemaEntry(group, cls, entry, key or group, default_option)
+        return cls
+
+    return deco
