@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 @hydra.main(version_base="1.3", config_path="conf", config_name="annotate")
 def main(cfg: DictConfig) -> float:
     from litseg.cli import run_entry
-    from litseg.pipeline.entry import run_annotate
+    from litseg.annotation.entry import run_annotate
 
     summary = run_entry(run_annotate, cfg)  # known errors (setup): one line, exit code 2
     if cfg.strict_exit and (summary["units_failed"] or summary["books_failed"]):

@@ -11,7 +11,7 @@ For each method (``conf/method/litseg.yaml``, ``conf/method/litseg_lite.yaml`` w
 two settings are replayed: the shipped limits and budgets, and those the configs had before
 (400-character step texts, 80-character subtitles, 4 turning points, 8 context sentences per block,
 384 tokens for teacher stages 1-2, 1,024 for stage 3 and for LitSeg-Lite). A scripted model
-(:class:`litseg.pipeline.teacher_replay.ConstrainedReplayModel`) answers every request with the
+(:class:`litseg.annotation.teacher_replay.ConstrainedReplayModel`) answers every request with the
 teacher's answer for that unit and stage, cut as a constrained decoder would cut it. Columns:
 
 * *whole*: units whose recorded answer of that stage equals the teacher's, character for character;
@@ -40,7 +40,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from litseg.pipeline.teacher_replay import (  # noqa: E402
+from litseg.annotation.teacher_replay import (  # noqa: E402
     PREVIOUS_BUDGETS,
     PREVIOUS_LIMITS,
     embedded_tokenizer_functions,

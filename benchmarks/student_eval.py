@@ -93,7 +93,7 @@ def teacher_run(out: Path) -> Path:
 
 def held_out_units(teacher: Path, books: list[str]) -> list[tuple[Any, Any, list[dict[str, Any]]]]:
     """(document, unit, teacher segments) of the teacher units of ``books``, rebuilt exactly."""
-    from litseg.pipeline.store import read_jsonl
+    from litseg.annotation.store import read_jsonl
     from litseg.segmentation.types import Document, Sentence, Unit
 
     docs = {r["book_id"]: r for r in read_jsonl(teacher / "documents.jsonl")}
@@ -122,10 +122,10 @@ def agreement(name: str, v: dict[str, Any], units: list, out: Path) -> dict[str,
     """Segment the held-out units with variant ``v`` (a resumable annotate run), score vs the teacher."""
     from hydra import compose, initialize_config_dir
 
-    from litseg.pipeline.annotate import annotate
-    from litseg.pipeline.entry import build_chunker_for_run
-    from litseg.pipeline.sources import BookSource
-    from litseg.pipeline.store import read_jsonl
+    from litseg.annotation.annotate import annotate
+    from litseg.annotation.entry import build_chunker_for_run
+    from litseg.annotation.sources import BookSource
+    from litseg.annotation.store import read_jsonl
     from litseg.segmentation.agreement import micro_boundary_f1
 
     run_dir = out / f"heldout-{name}"
@@ -163,7 +163,7 @@ def unit_stats(run_dir: Path, prompt_name: str) -> dict[str, Any]:
     """First-try valid share, fallback shares, placeholder-subtitle share, seconds per unit."""
     from omegaconf import OmegaConf
 
-    from litseg.pipeline.store import read_jsonl
+    from litseg.annotation.store import read_jsonl
     from litseg.segmentation.agreement import instruction_strings, placeholder_share
     from litseg.segmentation.schema import get_schema
 

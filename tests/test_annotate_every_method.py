@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from litseg.pipeline.entry import run_annotate
-from litseg.pipeline.store import read_jsonl
+from litseg.annotation.entry import run_annotate
+from litseg.annotation.store import read_jsonl
 from tests.conftest import REPO
 
 METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))

@@ -1,4 +1,4 @@
-"""Corpus annotation (annotate.py / litseg.pipeline): inputs, resumability, failures, sharded
+"""Corpus annotation (annotate.py / litseg.annotation): inputs, resumability, failures, sharded
 export with its manifest, and the run store's crash recovery."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from litseg.pipeline.annotate import unit_key
-from litseg.pipeline.entry import run_annotate
-from litseg.pipeline.export import TABLES, export_features, export_runs, iter_export_rows
-from litseg.pipeline.export import main as export_main
-from litseg.pipeline.sources import parse_dataset_spec
-from litseg.pipeline.store import CHUNKS, LEDGER, SENTENCES, RunDirLocked, RunStore, read_jsonl
+from litseg.annotation.annotate import unit_key
+from litseg.annotation.entry import run_annotate
+from litseg.annotation.export import TABLES, export_features, export_runs, iter_export_rows
+from litseg.annotation.export import main as export_main
+from litseg.annotation.sources import parse_dataset_spec
+from litseg.annotation.store import CHUNKS, LEDGER, SENTENCES, RunDirLocked, RunStore, read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from tests.conftest import REPO
 from tests.teacher_fakes import write_book, write_corpus

@@ -159,7 +159,7 @@ def test_annotate_run_folders_bring_their_fallbacks(tmp_path: Path) -> None:
     from functools import partial
 
     from litseg.chunkers.base import build_chunker
-    from litseg.pipeline.annotate import annotate
+    from litseg.annotation.annotate import annotate
     from litseg.rag.pipeline import export_texts
 
     bench = synthetic_benchmark()

@@ -14,9 +14,9 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from litseg.pipeline.entry import run_annotate
-from litseg.pipeline.export import iter_export_rows
-from litseg.pipeline.store import CHUNKS, LEDGER, SENTENCES, read_jsonl
+from litseg.annotation.entry import run_annotate
+from litseg.annotation.export import iter_export_rows
+from litseg.annotation.store import CHUNKS, LEDGER, SENTENCES, read_jsonl
 from litseg.testing.fake_openai_server import FakeOpenAIServer
 from tests.conftest import REPO
 from tests.teacher_fakes import stage_of, teacher_answer, write_corpus

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from litseg.pipeline.annotate import annotate
-from litseg.pipeline.importing import ImportedChunker, ImportError_, first_difference, read_records
-from litseg.pipeline.store import read_jsonl
+from litseg.annotation.annotate import annotate
+from litseg.annotation.importing import ImportedChunker, ImportError_, first_difference, read_records
+from litseg.annotation.store import read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from litseg.training.data import DataReport, read_teacher_units, teacher_target
 from tests.conftest import REPO
@@ -146,7 +146,7 @@ def test_first_difference() -> None:
 @pytest.mark.shared_data
 def test_the_shared_teacher_annotations_import_whole(shared_data: Path, tmp_path: Path) -> None:
     """All strong-teacher units land on current units, none partial, every segment kept."""
-    from litseg.pipeline.entry import run_annotate
+    from litseg.annotation.entry import run_annotate
 
     from hydra import compose, initialize_config_dir
 
@@ -160,7 +160,7 @@ def test_the_shared_teacher_annotations_import_whole(shared_data: Path, tmp_path
     # units when today's structure splits what the annotator saw as one), none partly covered.
     assert summary["import"]["partial_units"] == [] and summary["units_failed"] == 0
     assert summary["units"] >= len(records)
-    from litseg.pipeline.store import read_jsonl
+    from litseg.annotation.store import read_jsonl
 
     diags = read_jsonl(tmp_path / "run" / "diagnostics.jsonl")
     assert {u for d in diags for u in d["imported_from"]} == {r.uid for r in records}

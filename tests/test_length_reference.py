@@ -13,8 +13,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf, open_dict
 
-from litseg.pipeline.entry import build_chunker_for_run, run_annotate
-from litseg.pipeline.length_reference import (
+from litseg.annotation.entry import build_chunker_for_run, run_annotate
+from litseg.annotation.length_reference import (
     HINTS,
     LengthReferenceError,
     active_reference,
@@ -23,7 +23,7 @@ from litseg.pipeline.length_reference import (
     with_length_hint,
     write_reference,
 )
-from litseg.pipeline.store import CHUNKS, RunStore, read_jsonl
+from litseg.annotation.store import CHUNKS, RunStore, read_jsonl
 from tests.conftest import REPO
 from tests.teacher_fakes import write_corpus
 
@@ -105,7 +105,7 @@ def test_command_writes_a_config_that_later_runs_put_into_their_prompts(tmp_path
     calib = tmp_path / "calib"
     run_annotate(cfg("method=litseg"), calib)
     out = conf / "length_reference" / "calib.yaml"
-    proc = subprocess.run([sys.executable, "-m", "litseg.pipeline.length_reference", str(calib), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "litseg.annotation.length_reference", str(calib), "--out", str(out),
                            "--min-segments", "5"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "p25=" in proc.stdout and out.exists()
@@ -139,7 +139,7 @@ def test_command_writes_a_config_that_later_runs_put_into_their_prompts(tmp_path
     assert {c["unit_key"] for c in read_jsonl(calib / CHUNKS)}.isdisjoint(
         {c["unit_key"] for c in read_jsonl(tmp_path / "guided" / CHUNKS)})
     # The guided run cannot calibrate the next one.
-    assert subprocess.run([sys.executable, "-m", "litseg.pipeline.length_reference", str(tmp_path / "guided"),
+    assert subprocess.run([sys.executable, "-m", "litseg.annotation.length_reference", str(tmp_path / "guided"),
                            "--out", str(tmp_path / "x.yaml")], capture_output=True, cwd=REPO,
                           timeout=120).returncode == 2
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from litseg.pipeline.entry import run_annotate
-from litseg.pipeline.store import read_jsonl
+from litseg.annotation.entry import run_annotate
+from litseg.annotation.store import read_jsonl
 from tests.test_annotate_pipeline import compose_cfg
 from tests.test_structure import PG_FOOT, PG_HEAD, book, prose
 

@@ -43,7 +43,7 @@ def test_core_imports_without_torch() -> None:
     import subprocess
 
     code = ("import sys, litseg.segmentation.preprocess, litseg.segmentation.reconstruct, "
-            "litseg.segmentation.runner, litseg.chunkers, litseg.pipeline.annotate, litseg.llm.factory; "
+            "litseg.segmentation.runner, litseg.chunkers, litseg.annotation.annotate, litseg.llm.factory; "
             "litseg.chunkers.available(); "
             "bad = [m for m in ('torch', 'transformers', 'trl', 'vllm') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")

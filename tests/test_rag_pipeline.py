@@ -355,7 +355,7 @@ def test_saved_chunks_and_annotate_runs_evaluate_like_fresh_chunking(tmp_path: P
     from functools import partial
 
     from litseg.chunkers.base import build_chunker
-    from litseg.pipeline.annotate import annotate
+    from litseg.annotation.annotate import annotate
     from litseg.rag.pipeline import export_texts, resolve_chunkers
     from litseg.segmentation.preprocess import prepare_document
 

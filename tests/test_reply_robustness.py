@@ -23,8 +23,8 @@ import pytest
 from litseg.llm.base import ChatRequest, Completion
 from litseg.llm.cache import CachedChatModel, ReplayChatModel, cache_key
 from litseg.llm.testing import ScriptedChatModel
-from litseg.pipeline.export import export_runs, iter_export_rows
-from litseg.pipeline.store import CHUNKS, LEDGER, RunStore, read_jsonl
+from litseg.annotation.export import export_runs, iter_export_rows
+from litseg.annotation.store import CHUNKS, LEDGER, RunStore, read_jsonl
 from litseg.segmentation import parsing
 from litseg.segmentation.parsing import MAX_REPLY_CHARS, parse_answer
 from litseg.segmentation.repair import repair_segments

@@ -34,9 +34,9 @@ from litseg.errors import UNAVAILABLE, ModelUnreachable, SetupError
 from litseg.llm.base import ChatRequest, Completion, ModelUnavailable
 from litseg.llm.openai_backend import OpenAIChatModel
 from litseg.llm.testing import ScriptedChatModel
-from litseg.pipeline.annotate import SETUP, SUMMARY, RunSetupMismatch, annotate
-from litseg.pipeline.entry import run_annotate
-from litseg.pipeline.store import CHUNKS, FAILURES, LEDGER, RunStore, read_jsonl
+from litseg.annotation.annotate import SETUP, SUMMARY, RunSetupMismatch, annotate
+from litseg.annotation.entry import run_annotate
+from litseg.annotation.store import CHUNKS, FAILURES, LEDGER, RunStore, read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.runner import segment_with_retries
 from litseg.segmentation.schema import get_schema

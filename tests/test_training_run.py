@@ -84,7 +84,7 @@ def test_a_baseline_run_given_as_teacher_data_is_named(tmp_path):
     pytest.importorskip("datasets")
     from hydra import compose, initialize_config_dir
 
-    from litseg.pipeline.entry import run_annotate
+    from litseg.annotation.entry import run_annotate
     from litseg.training.data import check_teacher_runs
     from litseg.training.run import run_training
 

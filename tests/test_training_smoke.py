@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from litseg.pipeline.store import read_jsonl
+from litseg.annotation.store import read_jsonl
 from tests.training_helpers import EXPERIMENTS, REPO, compose_train
 
 pytestmark = pytest.mark.slow

@@ -27,7 +27,7 @@ import pytest
 from litseg.llm.base import ChatRequest
 from litseg.llm.embedded import embedded_model_available
 from litseg.llm.openai_backend import OpenAIChatModel
-from litseg.pipeline.store import CHUNKS, FAILURES, LEDGER, SENTENCES, read_jsonl
+from litseg.annotation.store import CHUNKS, FAILURES, LEDGER, SENTENCES, read_jsonl
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from litseg.pipeline.store import read_jsonl
-from litseg.pipeline.view import render_html
+from litseg.annotation.store import read_jsonl
+from litseg.annotation.view import render_html
 from tests.browser import colour_runs, dump_dom, ink, last_inked_row, needs_chromium, screenshot
 from tests.conftest import REPO
 
@@ -43,7 +43,7 @@ def long_book_run(tmp_path_factory) -> Path:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf, open_dict
 
-    from litseg.pipeline.entry import run_annotate
+    from litseg.annotation.entry import run_annotate
     from tests.teacher_fakes import write_book
 
     root = tmp_path_factory.mktemp("long-book")

@@ -15,8 +15,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from litseg.llm.factory import build_llm
-from litseg.pipeline.annotate import _unit_diagnostics
-from litseg.pipeline.word_cap import (
+from litseg.annotation.annotate import _unit_diagnostics
+from litseg.annotation.word_cap import (
     WordCapError,
     measure_prompt,
     prompt_plan,
@@ -39,7 +39,7 @@ def compose(*overrides: str):
 
 
 def cap_for(cfg) -> Any:
-    from litseg.pipeline.entry import build_chunker_for_run
+    from litseg.annotation.entry import build_chunker_for_run
 
     chunker, _ = build_chunker_for_run(cfg)
     plain = OmegaConf.to_container(cfg, resolve=True)
@@ -129,7 +129,7 @@ def test_auto_for_a_baseline_imports_no_model_backend() -> None:
     code = (
         "import sys\n"
         "from litseg.chunkers.base import build_chunker\n"
-        "from litseg.pipeline.word_cap import resolve_word_cap\n"
+        "from litseg.annotation.word_cap import resolve_word_cap\n"
         "chunker = build_chunker('recursive')\n"
         "before = set(sys.modules)\n"
         "cap = resolve_word_cap({'max_words': 'auto'}, chunker, {'backend': 'embedded', 'context_window': 8192})\n"
@@ -144,7 +144,7 @@ def test_auto_for_a_baseline_imports_no_model_backend() -> None:
 def test_methods_that_send_windows_fall_back() -> None:
     from omegaconf import open_dict
 
-    from litseg.pipeline.entry import build_chunker_for_run
+    from litseg.annotation.entry import build_chunker_for_run
 
     cfg = compose("method=lumberchunker")
     with open_dict(cfg):
@@ -274,8 +274,8 @@ def test_embedded_model_and_student_measure_with_their_tokenizer(overrides: list
 def test_annotate_with_auto_records_the_cap_and_the_cuts(tmp_path: Path) -> None:
     from omegaconf import open_dict
 
-    from litseg.pipeline.entry import run_annotate
-    from litseg.pipeline.store import read_jsonl
+    from litseg.annotation.entry import run_annotate
+    from litseg.annotation.store import read_jsonl
     from tests.teacher_fakes import write_book
 
     book = write_book(tmp_path / "book.md", "Long Book", chapters=2, sentences=150)  # ~2,400 words each

@@ -34,9 +34,9 @@ from omegaconf import OmegaConf
 from litseg.chunkers.litseg import LitSegChunker
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
 from litseg.llm.base import Completion
-from litseg.pipeline.annotate import sentence_rows, unit_key
-from litseg.pipeline.export import export_runs, iter_export_rows
-from litseg.pipeline.store import RunStore
+from litseg.annotation.annotate import sentence_rows, unit_key
+from litseg.annotation.export import export_runs, iter_export_rows
+from litseg.annotation.store import RunStore
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.repair import repair_segments, whole_unit_segments

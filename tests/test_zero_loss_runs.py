@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from litseg.pipeline.entry import run_annotate
-from litseg.pipeline.export import iter_export_rows
-from litseg.pipeline.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, read_jsonl
+from litseg.annotation.entry import run_annotate
+from litseg.annotation.export import iter_export_rows
+from litseg.annotation.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from tests.conftest import REPO
 from tests.teacher_fakes import write_corpus

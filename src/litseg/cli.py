@@ -27,7 +27,7 @@ def known_errors() -> tuple[type[BaseException], ...]:
 
     from litseg.errors import SetupError
     from litseg.llm.base import ChatModelError
-    from litseg.pipeline.store import RunDirLocked
+    from litseg.annotation.store import RunDirLocked
 
     return (SetupError, ChatModelError, RunDirLocked, MissingMandatoryValue, FileNotFoundError)
 

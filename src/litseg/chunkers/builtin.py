@@ -14,4 +14,4 @@ import litseg.chunkers.margin  # noqa: F401,E402
 import litseg.chunkers.perplexity  # noqa: F401,E402
 
 # Segmentations made elsewhere, replayed through validation and repair (annotate.py method=imported).
-import litseg.pipeline.importing  # noqa: F401,E402
+import litseg.annotation.importing  # noqa: F401,E402

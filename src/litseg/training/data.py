@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.chunkers.llm_common import number_sentences, render_single_pass_messages
-from litseg.pipeline.store import read_jsonl
+from litseg.annotation.store import read_jsonl
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import blocking_issues, validate_segments
@@ -110,7 +110,7 @@ def check_teacher_runs(run_dirs: Iterable[Path]) -> None:
     """Refuse runs of a chunker that is not a teacher (a baseline's run has no segmentations to
     learn: every unit would be dropped as ``segments_invalid``). The method is read from
     ``run_summary.json``, else from the first chunk; a run that records neither is let through."""
-    from litseg.pipeline.store import iter_jsonl
+    from litseg.annotation.store import iter_jsonl
 
     wrong = []
     for run in run_dirs:

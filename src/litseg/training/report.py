@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.pipeline.store import read_jsonl
+from litseg.annotation.store import read_jsonl
 
 #: The paper's order of LitSeg-Lite and its ablations (section 4.3); other experiments follow.
 ABLATION_ORDER = ["litseg_lite", "grpo", "sft", "no_grpo", "no_finetune", "no_stage1", "no_stage2",

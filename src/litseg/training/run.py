@@ -198,7 +198,7 @@ def _last_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def git_commit() -> str | None:
-    from litseg.pipeline.annotate import git_commit as commit
+    from litseg.annotation.annotate import git_commit as commit
 
     return commit()
 

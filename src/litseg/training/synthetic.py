@@ -68,7 +68,7 @@ def make_synthetic_run(out_dir: str | Path, *, max_words: int = 250, prompt: dic
     """Annotate the demo books with the scripted teacher into ``out_dir`` (reused when complete)."""
     from litseg.chunkers.litseg_lite import LitSegLiteChunker
     from litseg.llm.testing import ScriptedChatModel
-    from litseg.pipeline.annotate import annotate
+    from litseg.annotation.annotate import annotate
     from litseg.segmentation.preprocess import prepare_document
 
     out = Path(out_dir)

@@ -28,12 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from litseg.chunkers.base import Chunker, build_chunker_from_config
 from litseg.errors import SetupError
-from litseg.pipeline.annotate import RunSetupMismatch, annotate, run_setup, setup_conflict
-from litseg.pipeline.length_reference import active_reference, with_length_hint
-from litseg.pipeline.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
-from litseg.pipeline.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
-from litseg.pipeline.view import chunk_table, render_html
-from litseg.pipeline.word_cap import resolve_word_cap
+from litseg.annotation.annotate import RunSetupMismatch, annotate, run_setup, setup_conflict
+from litseg.annotation.length_reference import active_reference, with_length_hint
+from litseg.annotation.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
+from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
+from litseg.annotation.view import chunk_table, render_html
+from litseg.annotation.word_cap import resolve_word_cap
 from litseg.segmentation.types import Document
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
         check = getattr(chunker, "check", None)
         if callable(check):
             check()
-        # preprocess.max_words: a number, or auto (the model's context window; litseg.pipeline.word_cap)
+        # preprocess.max_words: a number, or auto (the model's context window; litseg.annotation.word_cap)
         cap = resolve_word_cap(_plain(prep), chunker, _plain(cfg.get("llm")))
         log.info("unit word cap: %s", cap.describe())
         prep_settings = {k: v for k, v in _plain(prep).items() if k != "auto"} | {"max_words": cap.max_words}
@@ -164,7 +164,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
         _rewrite_summary(out, summary)
     export = _plain(cfg.get("export")) or {}
     if export.get("enabled", True):
-        from litseg.pipeline.export import DEFAULT_SHARD_ROWS, export_runs
+        from litseg.annotation.export import DEFAULT_SHARD_ROWS, export_runs
 
         manifest = export_runs([out], export.get("dir"), shard_rows=int(export.get("shard_rows") or DEFAULT_SHARD_ROWS),
                                parquet=bool(export.get("parquet", False)))
@@ -200,7 +200,7 @@ def _run_dir_for(out: Path, setup: dict[str, Any], cfg: DictConfig) -> Path:
 
 
 def _rewrite_summary(out: Path, summary: dict[str, Any]) -> None:
-    from litseg.pipeline.annotate import SUMMARY, _write_json
+    from litseg.annotation.annotate import SUMMARY, _write_json
 
     _write_json(out / SUMMARY, summary)
 

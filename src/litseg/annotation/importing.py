@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from litseg.chunkers.base import Chunker, UnitResult, register
 from litseg.chunkers.llm_common import sentence_word_counts
 from litseg.llm.base import Completion
-from litseg.pipeline.sources import BookSource
+from litseg.annotation.sources import BookSource
 from litseg.segmentation.reading import slugify
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import segment_with_retries

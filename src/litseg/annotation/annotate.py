@@ -35,8 +35,8 @@ from typing import Any
 from litseg.chunkers.base import Chunker, UnitResult
 from litseg.errors import SetupError
 from litseg.llm.base import stable_json
-from litseg.pipeline.sources import BookSource, _file_hash
-from litseg.pipeline.store import FAILURES, LEDGER, RunStore, iter_jsonl
+from litseg.annotation.sources import BookSource, _file_hash
+from litseg.annotation.store import FAILURES, LEDGER, RunStore, iter_jsonl
 from litseg.segmentation.types import Document, Unit
 
 log = logging.getLogger(__name__)
@@ -454,7 +454,7 @@ def _per_book(chunker: Chunker, items: list[_Pending]) -> Iterator[UnitResult]:
 
 
 def _clear_run_files(out_dir: Path) -> None:
-    from litseg.pipeline.store import ALL_FILES
+    from litseg.annotation.store import ALL_FILES
 
     for name in ALL_FILES:
         (out_dir / name).unlink(missing_ok=True)

@@ -14,7 +14,7 @@ JSON Schema), takes the teacher's answer for that stage and lets through only wh
 The chunker then runs exactly as with a live model (parsing, validation, retries, limit reports)
 and :func:`replay_teacher` compares what it recorded with the teacher's texts: a stage is *whole*
 when the recorded answer equals the teacher's. The teacher's answers come from
-``method=imported`` (:class:`~litseg.pipeline.importing.ImportedChunker`), mapped onto this
+``method=imported`` (:class:`~litseg.annotation.importing.ImportedChunker`), mapped onto this
 project's current units and sentences. ``benchmarks/schema_limits.py`` prints the comparison.
 """
 
@@ -134,7 +134,7 @@ def load_teacher_units(annotations: str | Path, *, max_words: int = 2000, max_se
                        limit: int | None = None) -> TeacherUnits:
     """Map the records of ``annotations`` (the ``method=imported`` format) onto this project's
     units, as ``annotate.py method=imported`` does, and keep each unit's three stage answers."""
-    from litseg.pipeline.importing import ImportedChunker
+    from litseg.annotation.importing import ImportedChunker
     from litseg.segmentation.preprocess import prepare_document
 
     imported = ImportedChunker(str(annotations))

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m litseg.pipeline.export RUN_DIR [RUN_DIR ...] [--out DIR] [--shard-rows N] [--parquet]
+    python -m litseg.annotation.export RUN_DIR [RUN_DIR ...] [--out DIR] [--shard-rows N] [--parquet]
 
 writes (default ``RUN_DIR/dataset``)::
 
@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.pipeline.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, iter_jsonl, read_range, safe_line
+from litseg.annotation.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, iter_jsonl, read_range, safe_line
 from litseg.segmentation.textsafe import clean_value
 from litseg.segmentation.types import Chunk
 
@@ -364,7 +364,7 @@ def _dataset_card(manifest: dict[str, Any], tables: Sequence[str], parquet: bool
     counts = manifest["counts"]
     body = (f"# LitSeg annotations ({manifest.get('method')})\n\n"
             f"{counts['books']} books, {counts['units']} units, {counts['chunks']} chunks; written by "
-            f"`litseg.pipeline.export` from {', '.join(manifest['runs'])}. See manifest.json for the "
+            f"`litseg.annotation.export` from {', '.join(manifest['runs'])}. See manifest.json for the "
             "configuration, prompt versions, model and accounting.\n\n"
             "```python\nfrom datasets import load_dataset\n"
             "chunks = load_dataset(\"path/to/this/folder\", \"chunks\", split=\"train\")\n```\n")

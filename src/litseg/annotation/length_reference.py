@@ -3,7 +3,7 @@
 ::
 
     python annotate.py method=litseg input=CORPUS hydra.run.dir=outputs/calib        # no reference
-    python -m litseg.pipeline.length_reference outputs/calib --out conf/length_reference/calib.yaml
+    python -m litseg.annotation.length_reference outputs/calib --out conf/length_reference/calib.yaml
     python annotate.py method=litseg input=CORPUS length_reference=calib            # with it
 
 The command reads the committed units of one or more run directories, measures every segment's
@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.pipeline.store import CHUNKS, LEDGER, iter_jsonl
+from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl
 
 QUANTILES = ("p25", "p50", "p75")
 UNITS = ("sentences", "words")
@@ -160,7 +160,7 @@ def write_reference(reference: Mapping[str, Any], out: str | Path, *, name: str 
     src = reference.get("source", {})
     header = (f"# Soft length reference: segment-length quantiles ({reference['unit']}) of "
               f"{src.get('n_segments')} segments in {src.get('n_units')} units of {', '.join(src.get('runs', []))}.\n"
-              f"# Written by: python -m litseg.pipeline.length_reference ... --out {path}\n"
+              f"# Written by: python -m litseg.annotation.length_reference ... --out {path}\n"
               f"# Use: python annotate.py length_reference={path.stem} ...   (the prompt's {{length_hint}} "
               "gets `hint` filled with p25/p50/p75)\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
