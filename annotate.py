@@ -23,11 +23,12 @@ from omegaconf import DictConfig
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="annotate")
 def main(cfg: DictConfig) -> float:
-    from litseg.cli import run_entry
+    from litseg.annotation.config import annotate_config_from
     from litseg.annotation.entry import run_annotate
+    from litseg.cli import run_entry
 
     summary = run_entry(run_annotate, cfg)  # known errors (setup): one line, exit code 2
-    if cfg.strict_exit and (summary["units_failed"] or summary["books_failed"]):
+    if annotate_config_from(cfg).strict_exit and (summary["units_failed"] or summary["books_failed"]):
         sys.exit(1)
     return float(summary["chunks"])
 

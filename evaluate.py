@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 @hydra.main(version_base="1.3", config_path="conf", config_name="evaluate")
 def main(cfg: DictConfig) -> float:
     from litseg.cli import run_entry
-    from litseg.rag.pipeline import run_from_hydra
+    from litseg.rag.evaluation.run import run_from_hydra
 
     return run_entry(run_from_hydra, cfg)  # known errors: one line, exit code 2
 

@@ -4,13 +4,15 @@ Run from the repository root (one core):
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/chunker_speed.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/chunker_speed.py --only recursive,token-ws --json out.json
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/chunker_speed.py --repeat 3 --write   # into docs/baselines.md
 
 The book is prepared once with the project's preprocessing (units under 2,000 words, indexed
 sentences); that time is reported but not charged to any chunker. Each chunker is built first
 (tokenizer / model loading is reported in its own column), then timed over all units of the book.
 Characters per second = characters inside the units / chunking seconds (wall clock), and per
 CPU second of this process (steadier on a shared machine); the best of ``--repeat`` runs is kept.
-Chunkers whose packages are missing are skipped with the reason.
+Chunkers whose packages are missing are skipped with the reason. ``--write`` puts the table into
+the generated block ``chunker_speed`` of docs/baselines.md (every chunker, so no ``--only``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
 import time
 from collections.abc import Callable
@@ -36,7 +39,9 @@ from litseg.chunkers.merge import DynamicMerge  # noqa: E402
 from litseg.chunkers.recursive import RecursiveChunker  # noqa: E402
 from litseg.chunkers.token import TokenChunker  # noqa: E402
 from litseg.segmentation.preprocess import prepare_document  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
 
+DOCS = REPO / "docs" / "baselines.md"
 SHARED = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared")) / "data"
 
 
@@ -91,7 +96,11 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated subset of: " + ", ".join(CHUNKERS))
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per chunker (best kept; semantic runs once)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--write", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
     args = ap.parse_args()
+    if args.write and args.only:
+        raise SystemExit("--write needs every chunker: no --only")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
 
     book = args.book or longest_novel(SHARED / "texts")
     t0 = time.perf_counter()
@@ -122,15 +131,29 @@ def main() -> None:
         rows.append(row)
         print(f"{name}: {row['chars_per_s']:,} chars/s ({seconds:.2f} s wall, {cpu:.2f} s CPU)", flush=True)
 
-    print("\n| chunker | configuration | characters / s | characters / CPU s | chunking s | load s | chunks "
-          "| median chunk chars |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['chunker']} | {r['config']} | {r['chars_per_s']:,} | {r['chars_per_cpu_s']:,} "
-              f"| {r['seconds']:.2f} | {r['load_s']:.1f} | {r['chunks']:,} | {r['median_chunk_chars']:,} |")
+    table = markdown(rows)
+    print("\n" + table)
+    if args.write:
+        load_s = ", ".join(f"{x:.1f}" for x in load) if load else "unknown"
+        note = (f"*{book.name}*: {len(doc.text):,} characters; {len(doc.units)} units under the 2,000-word cap, "
+                f"{chars:,} characters and {sentences:,} sentences inside them. Measured {time.strftime('%Y-%m-%d')} "
+                f"on {os.cpu_count()} CPU cores ({platform.machine()}, Python {platform.python_version()}), "
+                f"load average before the run {load_s}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, best of "
+                f"{args.repeat} runs (semantic: one run); preprocessing took {prep_s:.2f} s. On a shared machine the "
+                "wall-clock column is pessimistic; the CPU column counts this process only.")
+        write_block(DOCS, "chunker_speed", "benchmarks/chunker_speed.py --write", f"{note}\n\n{table}")
+        print(f"\nwrote the table into {DOCS}")
     if args.json:
         args.json.write_text(json.dumps({"book": book.name, "chars": chars, "units": len(doc.units),
                                          "sentences": sentences, "rows": rows}, indent=2), encoding="utf-8")
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| chunker | configuration | characters / s | characters / CPU s | chunking s | load s | chunks "
+             "| median chunk chars |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['chunker']} | {r['config']} | {r['chars_per_s']:,} | {r['chars_per_cpu_s']:,} "
+              f"| {r['seconds']:.2f} | {r['load_s']:.1f} | {r['chunks']:,} | {r['median_chunk_chars']:,} |" for r in rows]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

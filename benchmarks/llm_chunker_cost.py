@@ -3,7 +3,8 @@
 Run from the repository root (one core is enough; the embedded SmolLM2 runs on the CPU):
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/llm_chunker_cost.py
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/llm_chunker_cost.py --methods lumberchunker --no-docs
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/llm_chunker_cost.py --write     # into docs/baselines.md
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/llm_chunker_cost.py --methods lumberchunker
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/llm_chunker_cost.py --methods perplexity,litseg_lite --json cost.json
 
 Each method is built from its Hydra config (``conf/method/NAME.yaml``, default model: the embedded
@@ -15,8 +16,8 @@ per-unit diagnostics: ``calls`` (chat requests, or forward passes for the scorer
 words inside the units. Any registered LLM chunker (``litseg_lite``, ``litseg``) can be added with
 ``--methods``, so that all of them land in one table.
 
-Unless ``--no-docs`` is given, the table replaces the block between the ``LLM_COST_TABLE`` markers
-in ``docs/baselines.md``.
+``--write`` puts the table into the generated block ``llm_chunker_cost`` of ``docs/baselines.md``
+(:mod:`litseg.utils.docblocks`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -40,11 +40,12 @@ sys.path.insert(0, str(REPO / "src"))
 
 from litseg.chunkers.base import build_chunker_from_config  # noqa: E402
 from litseg.segmentation.preprocess import prepare_document  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
 
 DEMO = REPO / "src" / "litseg" / "data" / "demo" / "the_two_lanterns.md"
 DOCS = REPO / "docs" / "baselines.md"
 DEFAULT_METHODS = ("perplexity", "margin_sampling", "lumberchunker")
-MARK_START, MARK_END = "<!-- LLM_COST_TABLE -->", "<!-- /LLM_COST_TABLE -->"
+BLOCK = "llm_chunker_cost"
 
 
 def compose(method: str, overrides: list[str]) -> Any:
@@ -93,12 +94,7 @@ def markdown(rows: list[dict[str, Any]], words: int) -> str:
 
 
 def write_docs(table: str, note: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    block = f"{MARK_START}\n{note}\n\n{table}\n{MARK_END}"
-    pattern = re.compile(re.escape(MARK_START) + r".*?" + re.escape(MARK_END), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{DOCS} has no {MARK_START} ... {MARK_END} block to fill")
-    DOCS.write_text(pattern.sub(lambda _: block, text), encoding="utf-8")
+    write_block(DOCS, BLOCK, "benchmarks/llm_chunker_cost.py --write", f"{note}\n\n{table}")
 
 
 def main() -> None:
@@ -108,7 +104,8 @@ def main() -> None:
     ap.add_argument("--override", action="append", default=[],
                     help="extra Hydra override for every method, e.g. llm.dtype=float32 (repeatable)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    ap.add_argument("--no-docs", action="store_true", help=f"do not update {DOCS.relative_to(REPO)}")
+    ap.add_argument("--write", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
+    ap.add_argument("--no-docs", action="store_true", help=argparse.SUPPRESS)  # old flag: print only is the default
     args = ap.parse_args()
 
     doc = prepare_document(args.input)
@@ -132,7 +129,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"input": str(args.input), "words": words, "units": len(doc.units),
                                          "sentences": sentences, "rows": rows}, indent=2), encoding="utf-8")
-    if not args.no_docs:
+    if args.write:
         write_docs(table, note)
         print(f"\nwrote the table into {DOCS}")
 

@@ -1,12 +1,12 @@
 """The paper's baseline rows on a benchmark, written into docs/evaluation.md from an evaluate.py run.
 
 Run the evaluation first (hours on a CPU: the LLM baselines run on the embedded SmolLM2), then
-render its table into the marked block of the docs:
+render its table into the generated block ``paper_baselines`` of the docs:
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python evaluate.py suite=fairytaleqa chunkers=paper_baselines \\
         hydra.run.dir=outputs/evaluate/paper_baselines
-    .venv/bin/python benchmarks/paper_baselines.py outputs/evaluate/paper_baselines
-    .venv/bin/python benchmarks/paper_baselines.py outputs/evaluate/paper_baselines --no-docs   # print only
+    .venv/bin/python benchmarks/paper_baselines.py outputs/evaluate/paper_baselines --write
+    .venv/bin/python benchmarks/paper_baselines.py outputs/evaluate/paper_baselines   # print only
 
 The table is the run's own results table (``litseg.rag.report.main_table``) read back from its
 ``results.json``, followed by the seconds each row spent chunking; the note states the command,
@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from litseg.rag.pipeline import ChunkerResult, EvalSettings, EvaluationResult  # noqa: E402
+from litseg.rag.evaluation.results import ChunkerResult, EvalSettings, EvaluationResult  # noqa: E402
 from litseg.rag.report import markdown_table, main_table  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
 
 DOCS = REPO / "docs" / "evaluation.md"
-MARK_START, MARK_END = "<!-- PAPER_BASELINES_TABLE -->", "<!-- /PAPER_BASELINES_TABLE -->"
+BLOCK = "paper_baselines"
 
 
 def load_result(run_dir: Path) -> EvaluationResult:
@@ -66,23 +66,19 @@ def note(result: EvaluationResult, run_dir: Path) -> str:
 
 
 def write_docs(block_text: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    block = f"{MARK_START}\n{block_text}\n{MARK_END}"
-    pattern = re.compile(re.escape(MARK_START) + r".*?" + re.escape(MARK_END), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{DOCS} has no {MARK_START} ... {MARK_END} block to fill")
-    DOCS.write_text(pattern.sub(lambda _: block, text), encoding="utf-8")
+    write_block(DOCS, BLOCK, "benchmarks/paper_baselines.py RUN_DIR --write", block_text)
 
 
 def main(argv: list[str] | None = None) -> Any:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", type=Path, help="an evaluate.py run folder (holding results.json)")
-    ap.add_argument("--no-docs", action="store_true", help=f"do not update {DOCS.relative_to(REPO)}")
+    ap.add_argument("--write", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
+    ap.add_argument("--no-docs", action="store_true", help=argparse.SUPPRESS)  # old flag: print only is the default
     args = ap.parse_args(argv)
     result = load_result(args.run_dir)
     block = f"{note(result, args.run_dir)}\n\n{render(result)}"
     print(block)
-    if not args.no_docs:
+    if args.write:
         write_docs(block)
         print(f"\nwrote the table into {DOCS}")
     return result

@@ -5,11 +5,13 @@ Run (one core, as the target is stated for one core):
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/preprocess.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/preprocess.py --file path/to/book.txt --repeat 5
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/preprocess.py --write   # into docs/bench_preprocess.md
 
 Stages: read (decode the file), strip (Gutenberg header/footer), structure (headings, front and
 back matter), units (segments -> units with the word cap), sentences (1-based sentence index of
 every unit), and the whole ``prepare_document`` call end to end. Wall time and CPU (process)
-time are both shown; on a shared machine the CPU time is the fairer one-core figure.
+time are both shown; on a shared machine the CPU time is the fairer one-core figure. ``--write``
+puts the table into the generated block ``preprocess.<file name>`` of docs/bench_preprocess.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import platform
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,6 +33,10 @@ from litseg.segmentation.preprocess import index_sentences, prepare_document  # 
 from litseg.segmentation.reading import read_document  # noqa: E402
 from litseg.segmentation.structure import analyze_structure  # noqa: E402
 from litseg.segmentation.units import units_from_structure  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
+
+DOCS = REPO / "docs" / "bench_preprocess.md"
+TARGET_MB_S = 1.0
 
 
 def shared_texts() -> Path:
@@ -89,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs; the best time per stage counts")
     ap.add_argument("--max-words", type=int, default=2000)
     ap.add_argument("--max-sentence-words", type=int, default=120)
+    ap.add_argument("--write", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
     args = ap.parse_args(argv)
     path = args.file or longest_novel(shared_texts())
     size_mb = path.stat().st_size / 1e6
@@ -100,18 +109,35 @@ def main(argv: list[str] | None = None) -> int:
         for k in clock.wall:
             wall[k] = min(clock.wall[k], wall.get(k, float("inf")))
             cpu[k] = min(clock.cpu[k], cpu.get(k, float("inf")))
+    threads = os.environ.get("OMP_NUM_THREADS", "unset")
     print(f"file: {path.name} ({size_mb:.2f} MB), units: {n_units}, sentences: {n_sent}, "
-          f"best of {args.repeat}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+          f"best of {args.repeat}, OMP_NUM_THREADS={threads}")
     print()
-    print("| stage | wall s | wall MB/s | CPU s | CPU MB/s |")
-    print("|---|---:|---:|---:|---:|")
+    body = markdown(wall, cpu, size_mb)
+    print(body)
+    if args.write:
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+        note = (f"`{path.name}` ({size_mb:.2f} MB, {n_units} units, {n_sent:,} sentences), best of {args.repeat}; "
+                f"measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPU cores ({platform.machine()}, Python "
+                f"{platform.python_version()}), load average {load}, "
+                f"OMP_NUM_THREADS={threads}.")
+        end = "prepare_document (end to end)"
+        verdict = (f"**End to end: {size_mb / wall[end]:.1f} MB/s wall, {size_mb / cpu[end]:.1f} MB/s CPU**, "
+                   f"{size_mb / cpu[end] / TARGET_MB_S:.1f}x the {TARGET_MB_S:g} MB/s target (CPU time).")
+        name = "preprocess." + re.sub(r"[^\w.-]", "_", path.stem)
+        script = "benchmarks/preprocess.py" + ("" if args.file is None else f" --file {args.file}") + " --write"
+        write_block(DOCS, name, script, f"{note}\n\n{body}\n\n{verdict}")
+        print(f"\nwrote block {name} into {DOCS}")
+    return 0
 
+
+def markdown(wall: dict[str, float], cpu: dict[str, float], size_mb: float) -> str:
     def rate(v: float) -> str:
         return f"{size_mb / v:.2f}" if v > 0 else "inf"
 
-    for k in wall:
-        print(f"| {k} | {wall[k]:.3f} | {rate(wall[k])} | {cpu[k]:.3f} | {rate(cpu[k])} |")
-    return 0
+    lines = ["| stage | wall s | wall MB/s | CPU s | CPU MB/s |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {k} | {wall[k]:.3f} | {rate(wall[k])} | {cpu[k]:.3f} | {rate(cpu[k])} |" for k in wall]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@ Run from the repository root (one core):
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/qdrant_index.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/qdrant_index.py --sizes 10000 --location /tmp/qdrant --json out.json
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/qdrant_index.py --write      # into docs/evaluation.md
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/qdrant_index.py --sizes 10000 --location disk --partition none --write
 
 This measures the store only, not the embedder: the dense vectors are random unit vectors of
 dimension 384 (MiniLM's size) and the sparse vectors are random BM25-like term weights (30
 distinct terms per chunk out of a 50,000-term vocabulary), written exactly as the RAG index
-writes them (:class:`litseg.rag.store.QdrantStore`: one collection, a named dense and a named
+writes them (:class:`litseg.rag.stores.qdrant.QdrantStore`: one collection, a named dense and a named
 sparse vector, book id and position as payload; 1,000 chunks per book).
 
 Reported per size and layout: upsert throughput (chunks per second, wall clock, batches of 256)
@@ -16,6 +18,9 @@ and the p50/p95 latency of single queries (``QdrantStore.search`` with one reque
 and sparse search restricted to one book by the payload filter, as retrieval does, and of dense
 search over the whole collection. Layouts: ``none`` = one collection for all books (the
 default); ``book`` = one collection per book (``retrieval.store.partition=book``).
+
+``--write`` puts the table into a generated block of docs/evaluation.md: ``qdrant_index`` for the
+in-memory store, ``qdrant_index.disk`` for ``--location disk`` (:mod:`litseg.utils.docblocks`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
 import tempfile
 import time
@@ -36,7 +42,10 @@ sys.path.insert(0, str(REPO / "src"))
 import numpy as np  # noqa: E402
 
 from litseg.rag.index import SparseVector  # noqa: E402
-from litseg.rag.store import QdrantStore  # noqa: E402
+from litseg.rag.stores.qdrant import QdrantStore  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
+
+DOCS = REPO / "docs" / "evaluation.md"
 
 DIM = 384
 VOCAB = 50_000
@@ -115,7 +124,11 @@ def main() -> None:
                     help="layouts to measure: none (one collection, book filter), book (one collection per book)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--write", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
     args = ap.parse_args()
+    if args.write and args.location not in (":memory:", "disk"):
+        raise SystemExit("--write documents the in-memory store or --location disk only")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     rows = []
     for partition in args.partition.split(","):
         for n in (int(s) for s in args.sizes.split(",")):
@@ -128,17 +141,36 @@ def main() -> None:
                 row = bench_size(n, args.location, nq, args.seed, partition)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print("\n| chunks | location | collections | upsert (chunks/s) | dense, book filter p50 / p95 (ms) | "
-          "sparse, book filter p50 / p95 (ms) | dense, no filter p50 / p95 (ms) |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        cells = [f"{r[k]['p50_ms']:.1f} / {r[k]['p95_ms']:.1f}" if k in r else "–"
-                 for k in ("dense_book_filter", "sparse_book_filter", "dense_no_filter")]
-        layout = "one" if r["partition"] == "none" else f"one per book ({r['books']})"
-        print(f"| {r['chunks']:,} | {r['location']} | {layout} | {r['chunks_per_second']:,.0f} | "
-              + " | ".join(cells) + " |")
+    table = markdown(rows)
+    print("\n" + table)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    if args.write:
+        load_s = ", ".join(f"{x:.1f}" for x in load) if load else "unknown"
+        queries = args.queries or "50 at up to 10,000 chunks, else 20"
+        note = (f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPU cores ({platform.machine()}, Python "
+                f"{platform.python_version()}), load average before the run {load_s}, "
+                f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; queries per size: {queries}.")
+        name = "qdrant_index" if args.location == ":memory:" else "qdrant_index.disk"
+        flags = "" if args.location == ":memory:" else f" --sizes {args.sizes} --location disk --partition {args.partition}"
+        write_block(DOCS, name, f"benchmarks/qdrant_index.py{flags} --write", f"{note}\n\n{table}")
+        print(f"\nwrote block {name} into {DOCS}")
+
+
+def _ms(v: float) -> str:
+    return f"{v:,.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| chunks | location | collections | upsert (chunks/s) | dense, book filter p50 / p95 (ms) | "
+             "sparse, book filter p50 / p95 (ms) | dense, no filter p50 / p95 (ms) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"{_ms(r[k]['p50_ms'])} / {_ms(r[k]['p95_ms'])}" if k in r else "–"
+                 for k in ("dense_book_filter", "sparse_book_filter", "dense_no_filter")]
+        layout = "one" if r["partition"] == "none" else f"one per book ({r['books']})"
+        where = "a folder (on disk)" if r["location"].startswith("disk") else f"`{r['location']}`"
+        lines.append(f"| {r['chunks']:,} | {where} | {layout} | {r['chunks_per_second']:,.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

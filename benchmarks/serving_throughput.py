@@ -6,6 +6,7 @@ the client overlaps requests, not a model. Run:
     .venv/bin/python benchmarks/serving_throughput.py                # 1, 8, 32 concurrent requests
     .venv/bin/python benchmarks/serving_throughput.py --replicas 2 --concurrency 1 32 64
     .venv/bin/python benchmarks/serving_throughput.py --check        # exit 1 if 32 < 20x of 1
+    .venv/bin/python benchmarks/serving_throughput.py --write        # the table into docs/serving.md
 
 Target: 32 concurrent requests give at least 20 times the throughput of one at a time.
 """
@@ -16,6 +17,7 @@ import argparse
 import json
 import logging
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -23,12 +25,17 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from litseg.llm.base import ChatRequest  # noqa: E402
 from litseg.llm.openai_backend import OpenAIChatModel  # noqa: E402
 from litseg.testing.fake_openai_server import FakeOpenAIServer  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "serving.md"
+BLOCK = "serving_throughput"
 
 SCHEMA = {"type": "object", "properties": {"boundaries": {"type": "array", "items": {"type": "integer"}}},
           "required": ["boundaries"], "additionalProperties": False}
@@ -102,6 +109,21 @@ def run_benchmark(concurrencies: list[int], latency_s: float, per_slot: int, rep
     return rows
 
 
+def markdown(rows: list[Row], latency_s: float, per_slot: int, replicas: int, where: str,
+             load: tuple[float, ...] | None) -> str:
+    """The block of docs/serving.md: how it was measured, then one row per concurrency level."""
+    load_s = ", ".join(f"{x:.1f}" for x in load) if load else "unknown"
+    lines = [f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPU cores ({platform.machine()}, Python "
+             f"{platform.python_version()}), load average before the run {load_s}: stand-in latency "
+             f"{latency_s * 1000:.0f} ms per answer, {replicas} server(s) in {where}, {per_slot} requests per "
+             "concurrency slot, after a warm-up batch that opens one connection per slot (as in a long run).",
+             "", "| concurrency | requests | seconds | req/s | speedup | median latency | errors |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r.concurrency} | {r.requests} | {r.seconds:.2f} | {r.requests_per_s:.2f} | {r.speedup:.1f}x "
+              f"| {r.p50_latency_s:.3f} s | {r.errors} |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
@@ -112,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the stand-in servers in threads of this process (shares the GIL)")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--check", action="store_true", help="exit 1 unless the 32-way speedup is >= 20")
+    parser.add_argument("--write", action="store_true", help=f"write the table into docs/{DOCS.name}")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
 
     rows = run_benchmark(args.concurrency, args.latency, args.per_slot, args.replicas, args.in_process)
     where = "in-process threads" if args.in_process else "separate processes"
@@ -127,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump([asdict(r) for r in rows], fh, indent=2)
+    if args.write:
+        write_block(DOCS, BLOCK, "benchmarks/serving_throughput.py --write",
+                    markdown(rows, args.latency, args.per_slot, args.replicas, where, load))
+        print(f"wrote the table into {DOCS}")
     if args.check:
         at32 = next((r for r in rows if r.concurrency == 32), None)
         if at32 is None or rows[0].concurrency != 1:

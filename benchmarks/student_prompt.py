@@ -53,11 +53,11 @@ def examples(run: Path, prompt_name: str, tokenizer) -> list[dict]:
                           max_total_tokens=10**6, length_reference=None, report=DataReport())
 
 
-def step_seconds(model, tokenizer, row: dict) -> float:
-    """One LoRA training step on ``row`` (the selective loss the CPU trainer uses), best of two."""
+def step_seconds(model, tokenizer, row: dict, bf16: bool) -> float:
+    """One LoRA training step on ``row`` (the selective loss the CPU trainer uses), best of two;
+    ``bf16``: under bf16 autocast, as the trainer runs when the CPU has native bf16."""
     import torch
 
-    from litseg.training.builders import cpu_bf16
     from litseg.training.sft_loss import selective_nll
 
     prompt_ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True)
@@ -71,7 +71,7 @@ def step_seconds(model, tokenizer, row: dict) -> float:
     best = float("inf")
     for _ in range(2):
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16("auto")):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss, _ = selective_nll(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels})
         loss.backward()
         opt.step()
@@ -102,9 +102,8 @@ def main() -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from litseg.training.builders import embedded_model_dir
+    from litseg.training.builders import cpu_bf16, embedded_model_dir, load_tokenizer
     from litseg.training.config import ModelConfig
-    from litseg.training.builders import load_tokenizer
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     tokenizer = load_tokenizer(ModelConfig())
@@ -114,7 +113,8 @@ def main() -> None:
     model = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
                                             task_type="CAUSAL_LM"))
     head = ["prompt", "examples", "prompt tokens (median)", "answer tokens (median / max)",
-            "training tokens (all examples)", "s per training step (median example)", "s to decode a median answer"]
+            "training tokens (all examples)", "s per training step, median example (bf16 autocast / fp32)",
+            "s to decode a median answer"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, name in VARIANTS.items():
         rows = examples(run, name, tokenizer)
@@ -124,9 +124,10 @@ def main() -> None:
         c = statistics.median(r["completion_tokens"] for r in rows)
         cmax = max(r["completion_tokens"] for r in rows)
         total = sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows)
-        secs = step_seconds(model, tokenizer, median)
+        bf16 = step_seconds(model, tokenizer, median, bf16=True) if cpu_bf16("auto") else float("nan")
+        fp32 = step_seconds(model, tokenizer, median, bf16=False)
         lines.append(f"| `{name}` ({label.split('(')[1].rstrip(')')}) | {len(rows)} | {p:.0f} | {c:.0f} / {cmax} | "
-                     f"{total:,} | {secs:.1f} | {c / rate:.0f} |")
+                     f"{total:,} | {bf16:.1f} / {fp32:.1f} | {c / rate:.0f} |")
     text = "\n".join(lines) + "\n"
     note = (f"\nDecoding measured at {rate:.1f} tokens/s (greedy, one sequence, SmolLM2-135M, fp32, "
             f"{os.environ['OMP_NUM_THREADS']} thread(s)); `python benchmarks/student_prompt.py --write`.\n")

@@ -3,13 +3,12 @@ the project's 2-core machine).
 
 Runs the suite as `make test` does (``python -m pytest -q``, the Makefile's environment: one
 thread, offline), with pytest's durations report and a JUnit XML file, and measures the wall time.
-Prints the total, the counts and the slowest tests, and writes them into the block between the
-``SUITE_TIME`` markers of docs/testing.md (``--docs`` names another file, ``--no-docs`` writes
-nothing). Exits 1 when the wall time is over ``--budget`` seconds, 2 when tests failed (the figure
+Prints the total, the counts and the slowest tests; ``--write`` writes them into the generated block
+``suite_time`` of docs/testing.md (``--docs`` names another file holding that block). Exits 1 when the wall time is over ``--budget`` seconds, 2 when tests failed (the figure
 is still written), else 0.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/suite_time.py                  # the whole suite
-    .venv/bin/python benchmarks/suite_time.py --no-docs -- tests/test_parsing.py  # a subset: pytest arguments after --
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/suite_time.py --write          # the whole suite, into the docs
+    .venv/bin/python benchmarks/suite_time.py -- tests/segmentation              # a subset: pytest arguments after --
 
 A subset is labelled as such in the block; only a run of the whole suite speaks for `make test`.
 """
@@ -19,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -29,8 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from litseg.utils.docblocks import read_blocks, write_block  # noqa: E402
+
 DOCS = REPO / "docs" / "testing.md"
-MARK_START, MARK_END = "<!-- SUITE_TIME -->", "<!-- /SUITE_TIME -->"
+BLOCK, SCRIPT = "suite_time", "benchmarks/suite_time.py --write"
 BUDGET_S = 12 * 60
 #: The Makefile's exported environment for `make test`.
 MAKE_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
@@ -105,11 +107,12 @@ def render_block(result: SuiteTime, budget_s: float) -> str:
     return "\n".join(lines)
 
 
-def replace_block(text: str, block: str) -> str:
-    pattern = re.compile(re.escape(MARK_START) + r".*?" + re.escape(MARK_END), re.S)
-    if not pattern.search(text):
-        raise ValueError(f"no {MARK_START} ... {MARK_END} block to replace")
-    return pattern.sub(lambda _m: f"{MARK_START}\n{block}\n{MARK_END}", text, count=1)
+def write_docs(doc: Path, block: str) -> None:
+    """Put ``block`` into the ``suite_time`` block of ``doc``; a file without that block is refused
+    (``--docs`` pointing at the wrong file)."""
+    if BLOCK not in read_blocks(doc):
+        raise ValueError(f"{doc} has no generated {BLOCK} block to replace")
+    write_block(doc, BLOCK, SCRIPT, block)
 
 
 def exit_code(result: SuiteTime, budget_s: float) -> int:
@@ -122,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds (default 720: 12 minutes)")
-    parser.add_argument("--docs", type=Path, default=DOCS, help="file holding the SUITE_TIME block")
-    parser.add_argument("--no-docs", action="store_true", help="print only")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="file holding the suite_time block")
+    parser.add_argument("--write", action="store_true", help="write the figure into --docs")
+    parser.add_argument("--no-docs", action="store_true", help=argparse.SUPPRESS)  # old flag: print only is the default
     parser.add_argument("--top", type=int, default=10, help="slowest tests listed")
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest arguments (a subset); none: the whole suite")
     args = parser.parse_args(argv)
@@ -131,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     result = run_suite(args.pytest_args, top=args.top)
     block = render_block(result, args.budget)
     print("\n" + block)
-    if not args.no_docs:
-        args.docs.write_text(replace_block(args.docs.read_text(encoding="utf-8"), block), encoding="utf-8")
+    if args.write:
+        write_docs(args.docs, block)
         print(f"\nwritten to {args.docs}")
     code = exit_code(result, args.budget)
     if code == 1:

@@ -1,9 +1,11 @@
 """Prompt, cached and completion tokens per 1,000 source words: LitSeg (3 stages) vs LitSeg-Lite.
 
-Run from the repository root (the first run generates with the embedded model on CPU, about
-10-20 minutes; every answer lands in a response cache, so later runs replay in seconds):
+Run from the repository root. Without a response cache the script generates every answer with
+the embedded model on CPU (about 40 minutes on two shared cores) and stores it in ``--cache``
+(default ``.cache/litseg/token_accounting.sqlite``, not in git); later runs with ``--replay`` read
+the answers from that cache in seconds and refuse to start without it:
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/token_accounting.py
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/token_accounting.py --write   # generate; into docs/teacher.md
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/token_accounting.py --replay --check --json out.json
 
 Both methods segment the same chapters (default: the bundled demo story, three chapters) with the
@@ -21,7 +23,8 @@ tokens as in vLLM). Two settings:
 
 Prefill = prompt - cached: the tokens the server must actually compute. Target (issue 3): the
 teacher's prefill after prefix caching is at most 1.5x LitSeg-Lite's (``--check`` exits 1
-otherwise).
+otherwise). ``--write`` puts the table and the ratios into the generated block ``token_accounting``
+of docs/teacher.md.
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ from litseg.chunkers.litseg_lite import LitSegLiteChunker  # noqa: E402
 from litseg.llm.base import ChatModel, ChatRequest, Completion  # noqa: E402
 from litseg.llm.factory import build_llm  # noqa: E402
 from litseg.segmentation.preprocess import prepare_document  # noqa: E402
+from litseg.utils.docblocks import write_block  # noqa: E402
 
 DEMO = REPO / "src" / "litseg" / "data" / "demo" / "the_two_lanterns.md"
+DOCS = REPO / "docs" / "teacher.md"
 DEFAULT_CACHE = REPO / ".cache" / "litseg" / "token_accounting.sqlite"
 TARGET_RATIO = 1.5
 
@@ -202,6 +207,20 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def docs_block(results: dict[str, Any]) -> str:
+    """The block of docs/teacher.md: the run's settings, the table and the prefill ratios."""
+    m = results["methods"]
+    note = (f"Measured {time.strftime('%Y-%m-%d')} by `benchmarks/token_accounting.py` on `{Path(results['input']).name}` "
+            f"({results['units']} units, {results['words']:,} words), model `{(results['model'] or {}).get('model')}`, "
+            f"{os.cpu_count()} CPU cores; KV blocks of {results['block']} tokens. Tokens per 1,000 source words. "
+            f"Wall time {m['litseg_lite']['seconds']:,.0f} s LitSeg-Lite, {m['litseg']['seconds']:,.0f} s teacher; "
+            f"fallbacks: Lite {m['litseg_lite']['fallbacks']}, teacher {m['litseg']['fallbacks']}.")
+    ratios = (f"**Teacher / Lite prefill: {results['prefill_ratio_unit']:.2f}x with reuse inside a chapter, "
+              f"{results['prefill_ratio_run']:.2f}x with reuse across the run, {results['prefill_ratio_no_cache']:.2f}x "
+              f"without prefix caching** (target: at most {TARGET_RATIO}x with reuse inside a chapter).")
+    return f"{note}\n\n{table(results)}\n\n{ratios}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--input", type=Path, default=DEMO)
@@ -216,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=16, help="KV-cache block size in tokens")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--check", action="store_true", help=f"exit 1 unless prefill ratio <= {TARGET_RATIO}")
+    parser.add_argument("--write", action="store_true", help=f"write the table into {DOCS.relative_to(REPO)}")
     args = parser.parse_args(argv)
+    if args.replay and not args.cache.is_file():
+        parser.error(f"--replay needs the response cache {args.cache} (not in git); run once without --replay "
+                     "to generate the answers (about 40 minutes on CPU)")
     results = run(args)
     rows = per_1k(results)
     ratio_unit = rows["litseg"]["prefill_unit"] / rows["litseg_lite"]["prefill_unit"]
@@ -236,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
           f"a chapter, {ratio_run:.2f}x with reuse across the run (target <= {TARGET_RATIO}x)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    if args.write:
+        write_block(DOCS, "token_accounting", "benchmarks/token_accounting.py --write", docs_block(results))
+        print(f"wrote the table into {DOCS}")
     if args.check and ratio_unit > TARGET_RATIO:
         print("FAIL: prefill ratio above target", file=sys.stderr)
         return 1

@@ -25,10 +25,9 @@ import hashlib
 import json
 import logging
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,13 @@ from litseg.errors import SetupError
 from litseg.llm.base import stable_json
 from litseg.annotation.sources import BookSource, _file_hash
 from litseg.annotation.store import FAILURES, LEDGER, RunStore, iter_jsonl
+from litseg.annotation.totals import RunTotals, UnitCounts
 from litseg.segmentation.types import Document, Unit
+from litseg.utils.task import git_commit
+
+__all__ = ["MAX_LISTED_FAILURES", "SETUP", "SUMMARY", "RunSetupMismatch", "RunTotals", "UnitCounts", "annotate",
+           "claim_run_dir", "git_commit", "holds_units", "recorded_setup", "run_setup", "sentence_rows",
+           "setup_conflict", "setup_differences", "unit_key"]
 
 log = logging.getLogger(__name__)
 
@@ -162,75 +167,6 @@ def sentence_rows(doc: Document, unit: Unit) -> list[dict[str, Any]]:
 
 
 @dataclass
-class RunTotals:
-    """Accounting over units: one run (this process) or a whole run directory."""
-
-    books: int = 0
-    books_skipped: int = 0
-    books_failed: list[dict[str, str]] = field(default_factory=list)
-    units: int = 0
-    units_skipped: int = 0
-    units_failed: int = 0
-    chunks: int = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    retries: int = 0
-    repairs: int = 0
-    fallbacks: dict[str, int] = field(default_factory=dict)
-    stages_unavailable: dict[str, int] = field(default_factory=dict)
-    failed_units: list[dict[str, str]] = field(default_factory=list)  # book_id, unit_id, error (first 100)
-    limit_hits: int = 0  # answer fields that reached a schema limit (diagnostics: limit_hits)
-    units_with_limit_hits: int = 0
-    seconds: float = 0.0
-    model_seconds: float = 0.0
-    source_words: int = 0
-
-    def add(self, res: UnitResult | None, diag: dict[str, Any]) -> None:
-        """Count a committed unit (``res`` may be None when read back from a ledger)."""
-        self.units += 1
-        self.chunks += len(res.chunks) if res is not None else int(diag.get("n_chunks", 0))
-        self.calls += int(diag.get("calls", 0))
-        self.prompt_tokens += int(diag.get("prompt_tokens", 0))
-        self.cached_tokens += int(diag.get("cached_tokens", 0))
-        self.completion_tokens += int(diag.get("completion_tokens", 0))
-        retries = diag.get("retries")
-        self.retries += int(retries) if retries is not None else max(0, int(diag.get("tries", 1)) - 1)
-        self.repairs += len(diag.get("repairs", []) or [])
-        fb = str(diag.get("fallback", "none"))
-        self.fallbacks[fb] = self.fallbacks.get(fb, 0) + 1
-        hits = diag.get("limit_hits") or []
-        self.limit_hits += len(hits)
-        self.units_with_limit_hits += bool(hits)
-        for stage in diag.get("stages_unavailable", []) or []:
-            self.stages_unavailable[stage] = self.stages_unavailable.get(stage, 0) + 1
-        self.model_seconds += float(diag.get("model_seconds", diag.get("seconds", 0.0)) or 0.0)
-        self.source_words += int(diag.get("n_words", 0))
-
-    def per_1k_words(self) -> dict[str, float]:
-        if not self.source_words:
-            return {}
-        scale = 1000 / self.source_words
-        return {k: round(getattr(self, k) * scale, 1)
-                for k in ("calls", "prompt_tokens", "cached_tokens", "completion_tokens")}
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["per_1k_words"] = self.per_1k_words()
-        return d
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-@dataclass
 class _Book:
     source: BookSource
     doc: Document
@@ -247,6 +183,86 @@ class _Pending:
     key: str
 
 
+class _Annotation:
+    """The state of one annotation run: the store, the totals, the window of pending units."""
+
+    def __init__(self, chunker: Chunker, store: RunStore, out_dir: Path, progress: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self.chunker, self.store, self.out_dir = chunker, store, out_dir
+        self.totals = RunTotals()
+        self.t0 = time.perf_counter()
+        self.labels_to_ids = {str(row.get("source_path")): bid for bid, row in store.documents.items()}
+        self.ids_in_run: set[str] = set()
+        self.batchable = callable(getattr(chunker, "chunk_many", None))
+        self.window: list[_Pending] = []
+        self.bar = tqdm(total=0, unit="unit", disable=not progress, dynamic_ncols=True, desc=chunker.name)
+
+    def finish_book(self, book: _Book) -> None:
+        if book.outstanding == 0 and book.failed == 0 and book.book_key not in self.store.books:
+            self.store.record_book(book.book_key, {"book_id": book.doc.book_id, "source": book.source.label,
+                                                   "units": book.n_units})
+
+    def handle(self, item: _Pending, res: UnitResult) -> None:
+        book, totals = item.book, self.totals
+        diag = _unit_diagnostics(book.doc, item.unit, res)
+        if res.error is not None:
+            self.store.record_failure(item.key, diag)
+            totals.units_failed += 1
+            if len(totals.failed_units) < MAX_LISTED_FAILURES:
+                totals.failed_units.append({"book_id": book.doc.book_id, "unit_id": item.unit.unit_id,
+                                            "error": str(res.error)[:300]})
+            book.failed += 1
+            log.error("unit %s/%s failed: %s", book.doc.book_id, item.unit.unit_id, res.error)
+        else:
+            self.store.commit_unit(item.key, [c.to_dict() for c in res.chunks],
+                                   sentence_rows(book.doc, item.unit), diag)
+            totals.add(res, diag)
+        book.outstanding -= 1
+        self.finish_book(book)
+        elapsed = max(time.perf_counter() - self.t0, 1e-9)
+        self.bar.set_postfix(tok_s=f"{(totals.prompt_tokens + totals.completion_tokens) / elapsed:.0f}",
+                             chunks=totals.chunks, failed=totals.units_failed)
+        self.bar.update(1)
+
+    def flush(self) -> None:
+        items = list(self.window)
+        self.window.clear()
+        for item, res in _run_items(self.chunker, items, self.batchable):
+            self.handle(item, res)
+
+    def skip_finished_book(self, book_key: str | None) -> bool:
+        """Whether an earlier run finished the book (then it is counted as skipped, unread)."""
+        if not book_key or book_key not in self.store.books:
+            return False
+        self.totals.books_skipped += 1
+        self.totals.units_skipped += int(self.store.books[book_key]["units"])
+        return True
+
+    def add_book(self, source: BookSource, book_key: str | None, units_of: Callable[[Document], list[Unit]],
+                 fingerprint: dict[str, Any]) -> None:
+        """Read one book and queue its unfinished units (a book that cannot be read is counted)."""
+        try:
+            doc = source.load()
+        except Exception as exc:  # noqa: BLE001 - one bad book must not stop a corpus
+            log.error("cannot read %s: %s", source.label, exc)
+            self.totals.books_failed.append({"path": source.label, "error": f"{type(exc).__name__}: {exc}"})
+            return
+        _assign_book_id(doc, source.label, self.labels_to_ids, self.store.documents, self.ids_in_run)
+        self.totals.books += 1
+        _record_document(self.store, self.out_dir, doc, source)
+        keyed = [(u, unit_key(doc, u, fingerprint)) for u in units_of(doc)]
+        pending = [(u, k) for u, k in keyed if not self.store.is_done(k)]
+        self.totals.units_skipped += len(keyed) - len(pending)
+        book = _Book(source, doc, book_key, len(keyed), outstanding=len(pending))
+        if not pending:
+            self.finish_book(book)
+            return
+        self.bar.total += len(pending)
+        self.bar.refresh()
+        self.window.extend(_Pending(book, u, k) for u, k in pending)
+
+
 def annotate(
     *,
     inputs: Iterable[BookSource | Path | str],
@@ -260,18 +276,46 @@ def annotate(
     prepare_settings: dict[str, Any] | None = None,
     extra_summary: dict[str, Any] | None = None,
     durable: bool = True,
+    commit: str | None = None,
 ) -> dict[str, Any]:
     """Chunk every unit of every input book into ``out_dir``; returns the run summary.
 
     ``inputs`` are :class:`BookSource` objects, or paths read with ``prepare(path) -> Document``
     (which raises on unreadable input). ``prepare_settings`` (the preprocessing config) is part of
-    the key that lets a restart skip a finished book unread.
+    the key that lets a restart skip a finished book unread. ``commit``: the git commit recorded
+    (looked up when not given).
     """
-    from tqdm.auto import tqdm
-
     out_dir = Path(out_dir)
     fingerprint = chunker.fingerprint()
-    setup = run_setup(fingerprint, prepare_settings)
+    store = _open_store(out_dir, run_setup(fingerprint, prepare_settings), resume, durable)
+    run = _Annotation(chunker, store, out_dir, progress)
+    book_salt = stable_json({"fingerprint": fingerprint, "prepare": prepare_settings or {}, "limit": limit_units})
+
+    def units_of(doc: Document) -> list[Unit]:
+        return doc.units[:limit_units] if limit_units else doc.units
+
+    try:
+        for source in _as_sources(inputs, prepare):
+            book_key = _book_key(source, book_salt)
+            if resume and run.skip_finished_book(book_key):
+                continue
+            run.add_book(source, book_key, units_of, fingerprint)
+            if run.window and (not run.batchable or len(run.window) >= window_units):
+                run.flush()
+        if run.window:
+            run.flush()
+    finally:
+        run.bar.close()
+        store.close()
+    run.totals.seconds = time.perf_counter() - run.t0
+    summary = _summary(chunker.name, fingerprint, commit or git_commit(), extra_summary, run.totals, out_dir)
+    _write_json(out_dir / SUMMARY, summary)
+    return summary
+
+
+def _open_store(out_dir: Path, setup: dict[str, Any], resume: bool, durable: bool) -> RunStore:
+    """The run directory's store, opened (locked) and claimed for ``setup``; ``resume=False``
+    clears the directory first."""
     if not resume:
         _clear_run_files(out_dir)
         (out_dir / SETUP).unlink(missing_ok=True)
@@ -282,100 +326,27 @@ def annotate(
         store.close()
         raise
     if store.recovered:
-        log.warning("cut off leftovers of an interrupted run: %s", store.recovered)
-    totals = RunTotals()
-    t0 = time.perf_counter()
-    book_salt = stable_json({"fingerprint": fingerprint, "prepare": prepare_settings or {}, "limit": limit_units})
-    labels_to_ids = {str(row.get("source_path")): bid for bid, row in store.documents.items()}
-    ids_in_run: set[str] = set()
-    batchable = callable(getattr(chunker, "chunk_many", None))
-    window: list[_Pending] = []
-    bar = tqdm(total=0, unit="unit", disable=not progress, dynamic_ncols=True, desc=chunker.name)
+        log.warning("cut off leftovers of an interrupted run: %s", dict(store.recovered))
+    return store
 
-    def finish_book(book: _Book) -> None:
-        if book.outstanding == 0 and book.failed == 0 and book.book_key not in store.books:
-            store.record_book(book.book_key, {"book_id": book.doc.book_id, "source": book.source.label,
-                                              "units": book.n_units})
 
-    def handle(item: _Pending, res: UnitResult) -> None:
-        book = item.book
-        diag = _unit_diagnostics(book.doc, item.unit, res)
-        if res.error is not None:
-            store.record_failure(item.key, diag)
-            totals.units_failed += 1
-            if len(totals.failed_units) < MAX_LISTED_FAILURES:
-                totals.failed_units.append({"book_id": book.doc.book_id, "unit_id": item.unit.unit_id,
-                                            "error": str(res.error)[:300]})
-            book.failed += 1
-            log.error("unit %s/%s failed: %s", book.doc.book_id, item.unit.unit_id, res.error)
-        else:
-            store.commit_unit(item.key, [c.to_dict() for c in res.chunks], sentence_rows(book.doc, item.unit), diag)
-            totals.add(res, diag)
-        book.outstanding -= 1
-        finish_book(book)
-        elapsed = max(time.perf_counter() - t0, 1e-9)
-        bar.set_postfix(tok_s=f"{(totals.prompt_tokens + totals.completion_tokens) / elapsed:.0f}",
-                        chunks=totals.chunks, failed=totals.units_failed)
-        bar.update(1)
-
-    def flush() -> None:
-        items = list(window)
-        window.clear()
-        for item, res in _run_items(chunker, items, batchable):
-            handle(item, res)
-
-    try:
-        for source in _as_sources(inputs, prepare):
-            book_key = _book_key(source, book_salt)
-            if resume and book_key and book_key in store.books:
-                totals.books_skipped += 1
-                totals.units_skipped += int(store.books[book_key].get("units", 0))
-                continue
-            try:
-                doc = source.load()
-            except Exception as exc:  # noqa: BLE001 - one bad book must not stop a corpus
-                log.error("cannot read %s: %s", source.label, exc)
-                totals.books_failed.append({"path": source.label, "error": f"{type(exc).__name__}: {exc}"})
-                continue
-            _assign_book_id(doc, source.label, labels_to_ids, store.documents, ids_in_run)
-            totals.books += 1
-            _record_document(store, out_dir, doc, source)
-            units = doc.units[:limit_units] if limit_units else doc.units
-            keyed = [(u, unit_key(doc, u, fingerprint)) for u in units]
-            pending = [(u, k) for u, k in keyed if not store.is_done(k)]
-            totals.units_skipped += len(keyed) - len(pending)
-            book = _Book(source, doc, book_key, len(keyed), outstanding=len(pending))
-            if not pending:
-                finish_book(book)
-                continue
-            bar.total += len(pending)
-            bar.refresh()
-            window.extend(_Pending(book, u, k) for u, k in pending)
-            if not batchable or len(window) >= window_units:
-                flush()
-        if window:
-            flush()
-    finally:
-        bar.close()
-        store.close()
-
-    totals.seconds = time.perf_counter() - t0
+def _summary(method: str, fingerprint: dict[str, Any], commit: str | None, extra: dict[str, Any] | None,
+             totals: RunTotals, out_dir: Path) -> dict[str, Any]:
+    """This run's totals beside those of the whole run directory (read back from the ledger)."""
     in_dir = RunTotals()
     for row in iter_jsonl(out_dir / LEDGER):
         in_dir.add(None, row)
-    summary = {
-        "method": chunker.name,
+    return {
+        "method": method,
         "fingerprint": fingerprint,
-        "git_commit": git_commit(),
-        **(extra_summary or {}),
+        "git_commit": commit,
+        **(extra or {}),
         **totals.to_dict(),
         "units_total_in_dir": in_dir.units,
         "chunks_total_in_dir": in_dir.chunks,
         "failures_file": FAILURES if totals.units_failed else None,
         "in_dir": in_dir.to_dict(),
     }
-    _write_json(out_dir / SUMMARY, summary)
-    return summary
 
 
 def _as_sources(inputs: Iterable[BookSource | Path | str], prepare: Callable[[Any], Document] | None

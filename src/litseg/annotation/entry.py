@@ -1,17 +1,16 @@
 """What ``annotate.py`` runs once Hydra has composed the config (kept out of the entry script so
 that tests and notebooks can call it with a composed config).
 
-Optional keys beyond ``conf/annotate.yaml`` (add them with ``+key=value``):
+:func:`run_annotate` reads top to bottom: the typed settings (:class:`AnnotateConfig`, every value
+in ``conf/annotate.yaml``), the chunker, the setup checks that stop a run before anything is
+written, the run directory (:func:`litseg.utils.task.start_task`), the annotation run, then the
+export, view.html and the printed tables.
 
-* ``length_reference``: a config of the ``length_reference`` group (``length_reference=NAME``);
-* ``input_options``: ``{id_column, title_column}`` for ``input=hf:...`` / ``input=dataset:...``;
-* ``shard``: ``"i/N"`` annotates only the books whose label hashes to shard ``i`` of ``N`` (one
-  process per shard, each into its own run directory; export merges them);
-* ``window_units``: units handed to a batching chunker at once, across books (default 256);
-* ``export``: ``{enabled: true, parquet: false, shard_rows: 50000, dir: null}``;
-* ``view_max_chunks``: largest run for which view.html is written (default 5000 chunks);
+Settings beyond ``conf/annotate.yaml`` (add them with ``+key=value``):
+
 * ``new_dir``: when the run directory holds units of another setup (method, parameters, prompt,
-  model, preprocessing), write to a fresh folder beside it (``DIR-2``, ...) instead of refusing.
+  model, preprocessing), write to a fresh folder beside it (``DIR-2``, ...) instead of refusing;
+* ``output_dir``: where to write when called outside Hydra without ``out_dir``.
 """
 
 from __future__ import annotations
@@ -24,60 +23,51 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from litseg.chunkers.base import Chunker, build_chunker_from_config
-from litseg.errors import SetupError
 from litseg.annotation.annotate import RunSetupMismatch, annotate, run_setup, setup_conflict
+from litseg.annotation.config import AnnotateConfig, ExportSettings, annotate_config_from
 from litseg.annotation.length_reference import active_reference, with_length_hint
 from litseg.annotation.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
 from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
 from litseg.annotation.view import chunk_table, render_html
-from litseg.annotation.word_cap import resolve_word_cap
+from litseg.annotation.word_cap import WordCap, resolve_word_cap
+from litseg.chunkers.base import Chunker, build_chunker_from_config
+from litseg.errors import SetupError
 from litseg.segmentation.types import Document
+from litseg.utils.task import hydra_run_dir, start_task
 
 log = logging.getLogger(__name__)
 
-
-def output_dir(cfg: DictConfig) -> Path:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except (ImportError, ValueError):
-        return Path(cfg.get("output_dir") or "outputs/annotate")
+#: Where a run writes outside Hydra when neither out_dir nor +output_dir names a folder.
+DEFAULT_DIR = "outputs/annotate"
 
 
-def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-
-def build_chunker_for_run(cfg: DictConfig) -> tuple[Chunker, dict[str, Any] | None]:
+def build_chunker_for_run(cfg: DictConfig | AnnotateConfig) -> tuple[Chunker, dict[str, Any] | None]:
     """The chunker a composed annotate config describes, with its soft length reference."""
-    reference = active_reference(cfg.get("length_reference"))
-    prompt = _plain(cfg.get("prompt"))
+    groups = (cfg if isinstance(cfg, AnnotateConfig) else annotate_config_from(cfg)).groups
+    reference = active_reference(groups.get("length_reference"))
+    prompt = groups.get("prompt")
     if prompt is not None:
         prompt = with_length_hint(prompt, reference)
-    chunker = build_chunker_from_config(cfg.method, llm=cfg.get("llm"), prompt=prompt,
-                                        feedback=cfg.get("feedback"), length_reference=reference)
+    chunker = build_chunker_from_config(groups["method"], llm=groups.get("llm"), prompt=prompt,
+                                        feedback=groups.get("feedback"), length_reference=reference)
     if reference is not None and getattr(chunker, "length_reference", None) is None:
         log.warning("method=%s takes no length reference; length_reference is ignored", chunker.name)
     return chunker, reference
 
 
-def input_sources(cfg: DictConfig, prepare: Callable[[Any], Document]) -> Iterator[BookSource]:
-    spec = _plain(cfg.input)
-    options = _plain(cfg.get("input_options")) or {}
+def input_sources(settings: AnnotateConfig, prepare: Callable[[Any], Document]) -> Iterator[BookSource]:
+    spec, options = settings.input, settings.input_options
     if is_dataset_spec(spec):
-        sources: Any = dataset_sources(spec, prepare, id_column=options.get("id_column"),
-                                       title_column=options.get("title_column", "title"))
+        sources: Any = dataset_sources(spec, prepare, id_column=options.id_column,
+                                       title_column=options.title_column)
     else:
         sources = file_sources(spec, prepare)
-    shard = cfg.get("shard")
-    if not shard:
+    if not settings.shard:
         yield from sources
         return
-    index, count = _parse_shard(str(shard))
+    index, count = _parse_shard(settings.shard)
     for source in sources:
         if int(hashlib.sha256(source.label.encode()).hexdigest(), 16) % count == index:
             yield source
@@ -93,103 +83,122 @@ def _parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def prompt_versions(cfg: DictConfig, chunker: Chunker) -> dict[str, Any]:
+def prompt_versions(settings: AnnotateConfig, chunker: Chunker) -> dict[str, Any]:
     versions = getattr(chunker, "prompt_versions", None)
     if callable(versions):
         return versions()
-    prompt = getattr(chunker, "prompt", None) or _plain(cfg.get("prompt")) or {}
-    feedback = _plain(cfg.get("feedback")) or {}
+    prompt = getattr(chunker, "prompt", None) or settings.groups.get("prompt") or {}
+    feedback = settings.groups.get("feedback") or {}
     if not hasattr(chunker, "llm"):
         return {}
     return {"prompt": prompt.get("name"), "version": prompt.get("version"), "feedback": feedback.get("version")}
 
 
 def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]:
-    from litseg.segmentation.preprocess import prepare_document
-
-    out = Path(out_dir) if out_dir else output_dir(cfg)
-    chunker, reference = build_chunker_for_run(cfg)
-    prep = cfg.preprocess
+    """Annotate as ``cfg`` says into ``out_dir`` (else Hydra's run directory); returns the summary."""
+    settings = annotate_config_from(cfg)
+    chunker, reference = build_chunker_for_run(settings)
     try:
         # Setup errors stop the run here, once, in one line (litseg.cli), before anything is written.
-        if not callable(getattr(chunker, "book_sources", None)):
-            if OmegaConf.is_missing(cfg, "input"):
-                raise SetupError("input is missing: name the books to segment, e.g. input=path/to/book.txt "
-                                 "(a file, a directory or a glob)")
-            if not is_dataset_spec(_plain(cfg.input)):
-                from litseg.segmentation.reading import iter_input_paths
-
-                iter_input_paths(_plain(cfg.input))  # FileNotFoundError naming what was looked for
-        check = getattr(chunker, "check", None)
-        if callable(check):
-            check()
-        # preprocess.max_words: a number, or auto (the model's context window; litseg.annotation.word_cap)
-        cap = resolve_word_cap(_plain(prep), chunker, _plain(cfg.get("llm")))
-        log.info("unit word cap: %s", cap.describe())
-        prep_settings = {k: v for k, v in _plain(prep).items() if k != "auto"} | {"max_words": cap.max_words}
-        out = _run_dir_for(out, run_setup(chunker.fingerprint(), prep_settings), cfg)
-    except BaseException:
-        close = getattr(chunker, "close", None)
-        if callable(close):
-            close()
-        raise
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    prepare = partial(prepare_document, max_words=cap.max_words,
-                      max_sentence_words=int(prep.max_sentence_words),
-                      keep_front_matter=bool(prep.get("keep_front_matter", False)))
-    book_sources = getattr(chunker, "book_sources", None)  # a chunker that brings its own books (imported)
-    if callable(book_sources):
-        inputs: Any = book_sources(prepare)
-        given = None if OmegaConf.is_missing(cfg, "input") else _plain(cfg.input)
-        if given:
-            log.warning("method=%s reads the books its records name; input=%s is ignored", chunker.name, given)
-        spec: Any = str(getattr(chunker, "path", chunker.name))
-    else:
-        inputs, spec = input_sources(cfg, prepare), _plain(cfg.input)
-    extra = {"prompt_versions": prompt_versions(cfg, chunker), "length_reference": reference,
-             "shard": cfg.get("shard"), "input": spec, "word_cap": cap.to_dict()}
-    try:
+        cap, prep_settings = _check_setup(settings, chunker)
+        planned = Path(out_dir) if out_dir else hydra_run_dir(settings.output_dir or DEFAULT_DIR)
+        out = _run_dir_for(planned, run_setup(chunker.fingerprint(), prep_settings), settings)
+        task = start_task("annotate", cfg, run_dir=out, fallback=DEFAULT_DIR)
+        prepare = _document_reader(settings, cap)
+        inputs, spec = _book_inputs(settings, chunker, prepare)
+        extra = {"prompt_versions": prompt_versions(settings, chunker), "length_reference": reference,
+                 "shard": settings.shard, "input": spec, "word_cap": cap.to_dict()}
         summary = annotate(inputs=inputs, chunker=chunker, out_dir=out, prepare=prepare,
-                           limit_units=cfg.get("limit_units"), resume=bool(cfg.resume),
-                           window_units=int(cfg.get("window_units") or 256), prepare_settings=prep_settings,
-                           extra_summary=extra)
+                           limit_units=settings.limit_units, resume=settings.resume,
+                           window_units=settings.window_units, prepare_settings=prep_settings,
+                           extra_summary=extra, commit=task.commit)
     finally:
-        close = getattr(chunker, "close", None)
-        if callable(close):
-            close()
+        _close(chunker)
     chunker_summary = getattr(chunker, "summary", None)
     if callable(chunker_summary):
         summary.update(chunker_summary())
         _rewrite_summary(out, summary)
-    export = _plain(cfg.get("export")) or {}
-    if export.get("enabled", True):
-        from litseg.annotation.export import DEFAULT_SHARD_ROWS, export_runs
-
-        manifest = export_runs([out], export.get("dir"), shard_rows=int(export.get("shard_rows") or DEFAULT_SHARD_ROWS),
-                               parquet=bool(export.get("parquet", False)))
-        summary["export"] = {"dir": str(Path(export.get("dir") or out / "dataset")), "tables": manifest["tables"]}
-    if cfg.get("view", True):
-        cap = int(cfg.get("view_max_chunks") or 5000)
-        if summary["chunks_total_in_dir"] <= cap:
-            title = f"{summary['method']} - " + ", ".join(Path(str(p)).name for p in _as_list(summary.get("input"))[:3])
-            (out / "view.html").write_text(render_html(title, read_jsonl(out / CHUNKS), read_jsonl(out / LEDGER)),
-                                           encoding="utf-8")
-        else:
-            log.info("view.html skipped: %d chunks > view_max_chunks=%d", summary["chunks_total_in_dir"], cap)
-    _print_end(cfg, out, summary)
+    if settings.export.enabled:
+        summary["export"] = _export(out, settings.export)
+    if settings.view:
+        _write_view(out, summary, settings.view_max_chunks)
+    _print_end(settings.print_table, out, summary)
+    task.finish(summary, summary["chunks"])
     return summary
 
 
-def _run_dir_for(out: Path, setup: dict[str, Any], cfg: DictConfig) -> Path:
+def _close(chunker: Chunker) -> None:
+    close = getattr(chunker, "close", None)
+    if callable(close):
+        close()
+
+
+def _check_setup(settings: AnnotateConfig, chunker: Chunker) -> tuple[WordCap, dict[str, Any]]:
+    """Fail early on a missing input or a model that cannot serve; the unit word cap and the
+    preprocessing settings a unit's key hashes."""
+    if not callable(getattr(chunker, "book_sources", None)):
+        if settings.input is None:
+            raise SetupError("input is missing: name the books to segment, e.g. input=path/to/book.txt "
+                             "(a file, a directory or a glob)")
+        if not is_dataset_spec(settings.input):
+            from litseg.segmentation.reading import iter_input_paths
+
+            iter_input_paths(settings.input)  # FileNotFoundError naming what was looked for
+    check = getattr(chunker, "check", None)
+    if callable(check):
+        check()
+    # preprocess.max_words: a number, or auto (the model's context window; litseg.annotation.word_cap)
+    prep = settings.groups["preprocess"]
+    cap = resolve_word_cap(prep, chunker, settings.groups.get("llm"))
+    log.info("unit word cap: %s", cap.describe())
+    return cap, {k: v for k, v in prep.items() if k != "auto"} | {"max_words": cap.max_words}
+
+
+def _document_reader(settings: AnnotateConfig, cap: WordCap) -> Callable[[Any], Document]:
+    from litseg.segmentation.preprocess import prepare_document
+
+    prep = settings.groups["preprocess"]
+    return partial(prepare_document, max_words=cap.max_words, max_sentence_words=int(prep["max_sentence_words"]),
+                   keep_front_matter=bool(prep["keep_front_matter"]))
+
+
+def _book_inputs(settings: AnnotateConfig, chunker: Chunker, prepare: Callable[[Any], Document]) -> tuple[Any, Any]:
+    """The books to annotate and how the summary names them: a chunker that brings its own books
+    (imported) reads those, anything else the ``input`` setting."""
+    book_sources = getattr(chunker, "book_sources", None)
+    if not callable(book_sources):
+        return input_sources(settings, prepare), settings.input
+    if settings.input:
+        log.warning("method=%s reads the books its records name; input=%s is ignored", chunker.name, settings.input)
+    return book_sources(prepare), str(getattr(chunker, "path", chunker.name))
+
+
+def _export(out: Path, export: ExportSettings) -> dict[str, Any]:
+    from litseg.annotation.export import DEFAULT_SHARD_ROWS, export_runs
+
+    manifest = export_runs([out], export.dir, shard_rows=int(export.shard_rows or DEFAULT_SHARD_ROWS),
+                           parquet=export.parquet)
+    return {"dir": str(Path(export.dir or out / "dataset")), "tables": manifest["tables"]}
+
+
+def _write_view(out: Path, summary: dict[str, Any], max_chunks: int) -> None:
+    if summary["chunks_total_in_dir"] > max_chunks:
+        log.info("view.html skipped: %d chunks > view_max_chunks=%d", summary["chunks_total_in_dir"], max_chunks)
+        return
+    title = f"{summary['method']} - " + ", ".join(Path(str(p)).name for p in _as_list(summary["input"])[:3])
+    (out / "view.html").write_text(render_html(title, read_jsonl(out / CHUNKS), read_jsonl(out / LEDGER)),
+                                   encoding="utf-8")
+
+
+def _run_dir_for(out: Path, setup: dict[str, Any], settings: AnnotateConfig) -> Path:
     """``out``, unless it holds units of another setup: then a fresh folder beside it with
     ``+new_dir=true`` (``out-2``, ``out-3``...), else :class:`RunSetupMismatch` in one line."""
-    if not bool(cfg.get("resume", True)):
+    if not settings.resume:
         return out
     conflict = setup_conflict(out, setup)
     if conflict is None:
         return out
-    if not cfg.get("new_dir"):
+    if not settings.new_dir:
         raise RunSetupMismatch(conflict)
     k = 2
     while setup_conflict(out.with_name(f"{out.name}-{k}"), setup) is not None:
@@ -222,7 +231,7 @@ def summary_table(summary: dict[str, Any]) -> Any:
     """A rich Table of the run's accounting: this run beside the whole run directory."""
     from rich.table import Table
 
-    here, total = summary, summary.get("in_dir", {})
+    here, total = summary, summary["in_dir"]
     table = Table(title="annotation summary", show_lines=False)
     table.add_column("")
     table.add_column("this run", justify="right")
@@ -244,7 +253,7 @@ def summary_table(summary: dict[str, Any]) -> Any:
          total.get("units")),
         ("chunks", here["chunks"], total.get("chunks")),
         ("calls (retries)", f"{here['calls']:,} ({here['retries']:,})",
-         f"{total.get('calls', 0):,} ({total.get('retries', 0):,})" if total else None),
+         f"{total['calls']:,} ({total['retries']:,})"),
         ("prompt tokens", here["prompt_tokens"], total.get("prompt_tokens")),
         ("  of which cached", here["cached_tokens"], total.get("cached_tokens")),
         ("completion tokens", here["completion_tokens"], total.get("completion_tokens")),
@@ -262,11 +271,11 @@ def summary_table(summary: dict[str, Any]) -> Any:
     return table
 
 
-def _print_end(cfg: DictConfig, out: Path, summary: dict[str, Any]) -> None:
+def _print_end(n: int, out: Path, summary: dict[str, Any]) -> None:
+    """The first ``n`` chunks (0: none), the accounting table and what failed."""
     from rich.console import Console
 
     console = Console()
-    n = int(cfg.get("print_table", 40) or 0)
     if n:
         chunks = first_chunks(out, n + 1)
         console.print(chunk_table(chunks[:n]))

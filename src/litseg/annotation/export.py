@@ -40,11 +40,13 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from litseg.annotation.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, iter_jsonl, read_range, safe_line
+from litseg.annotation.totals import UnitCounts
 from litseg.segmentation.textsafe import clean_value
 from litseg.segmentation.types import Chunk
 
@@ -66,7 +68,9 @@ _ANNOTATION_TYPES = {
 
 
 def _chunk_columns() -> dict[str, str]:
-    cols = {f.name: _ANNOTATION_TYPES.get(str(f.type), "json") for f in dataclasses.fields(Chunk)}
+    # a field of any other annotation is stored as a JSON string
+    cols = {f.name: _ANNOTATION_TYPES[str(f.type)] if str(f.type) in _ANNOTATION_TYPES else "json"
+            for f in dataclasses.fields(Chunk)}
     cols.update(start="int", end="int", unit_key="str")
     return cols
 
@@ -122,15 +126,20 @@ def _conform(row: dict[str, Any], columns: dict[str, str]) -> dict[str, Any]:
         if kind == "json":
             value = json.dumps(value, ensure_ascii=False, default=str) if value is not None else None
         elif kind == "segments":
-            value = [{"subtitle": str(s.get("subtitle", "")), "from_idx": int(s["from_idx"]),
-                      "to_idx": int(s["to_idx"]), "context_idx": [int(c) for c in s.get("context_idx", [])]}
-                     for s in (value or [])]
+            value = [_segment_row(s) for s in (value or [])]
         elif kind.startswith("list"):
             value = [list(v) if isinstance(v, (list, tuple)) else v for v in (value or [])]
         elif kind == "str" and value is not None and not isinstance(value, str):
             value = str(value)
         out[name] = value
     return out
+
+
+def _segment_row(segment: Mapping[str, Any]) -> dict[str, Any]:
+    """A ledger segment (Segment.model_dump: subtitle, from_idx, to_idx, context_idx) in the
+    export's types."""
+    return {"subtitle": str(segment["subtitle"]), "from_idx": int(segment["from_idx"]),
+            "to_idx": int(segment["to_idx"]), "context_idx": [int(c) for c in segment["context_idx"]]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,8 +156,8 @@ def _committed_units(run_dirs: Sequence[Path]) -> list[tuple[Path, dict[str, Any
                 continue
             seen.add(key)
             rows.append((run, row))
-    rows.sort(key=lambda r: (str(r[1].get("book_id", "")), int(r[1].get("unit_index", 0) or 0),
-                             str(r[1].get("unit_id", ""))))
+    # annotate writes book_id, unit_id and unit_index on every ledger row (_unit_diagnostics)
+    rows.sort(key=lambda r: (str(r[1]["book_id"]), int(r[1]["unit_index"] or 0), str(r[1]["unit_id"])))
     return rows
 
 
@@ -283,11 +292,10 @@ def _write_export(runs: list[Path], root: Path, *, shard_rows: int, parquet: boo
     writers = {t: _ShardWriter(root, t, shard_rows, parquet) for t in tables}
     chunk_rows, sentence_rows = _UnitRows(runs, CHUNKS), _UnitRows(runs, SENTENCES)
     books: dict[str, None] = {}
-    fallbacks: dict[str, int] = {}
+    fallbacks: Counter[str] = Counter()
     for run, row in committed:
         books.setdefault(str(row.get("book_id")), None)
-        fb = str(row.get("fallback", "none"))
-        fallbacks[fb] = fallbacks.get(fb, 0) + 1
+        fallbacks[UnitCounts.from_row(row).fallback] += 1
         if "chunks" in writers:
             writers["chunks"].add(chunk_rows.rows(run, row))
         if "sentences" in writers:
@@ -304,7 +312,7 @@ def _write_export(runs: list[Path], root: Path, *, shard_rows: int, parquet: boo
     files = {t: {"files": w.close(), "rows": w.rows, "format": "jsonl+parquet" if parquet else "jsonl",
                  **({"repaired_rows": w.repaired_rows} if w.repaired_rows else {})}
              for t, w in writers.items()}
-    manifest = _manifest(runs, files, committed, len(books), fallbacks)
+    manifest = _manifest(runs, files, committed, len(books), dict(fallbacks))
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
     (root / "README.md").write_text(_dataset_card(manifest, tables, parquet), encoding="utf-8")
     return manifest
@@ -315,11 +323,11 @@ def _manifest(runs: list[Path], files: dict[str, Any], committed: list[tuple[Pat
     summaries = [_read_json(r / "run_summary.json") for r in runs]
     first = summaries[0]
     fingerprints = {json.dumps(s.get("fingerprint"), sort_keys=True, default=str) for s in summaries if s}
-    totals: dict[str, float] = {}
+    totals: Counter[str] = Counter()
     for _, row in committed:
         for k in ("calls", "prompt_tokens", "cached_tokens", "completion_tokens", "retries", "n_words"):
-            totals[k] = totals.get(k, 0) + (row.get(k) or 0)
-    words = totals.get("n_words", 0)
+            totals[k] += row.get(k) or 0
+    words = totals["n_words"]
     return {
         "format": "litseg-annotations",
         "format_version": FORMAT_VERSION,
@@ -335,7 +343,7 @@ def _manifest(runs: list[Path], files: dict[str, Any], committed: list[tuple[Pat
         "counts": {
             "books": n_books, "units": len(committed), "chunks": files.get("chunks", {}).get("rows"),
             "sentences": files.get("sentences", {}).get("rows"), "fallbacks": fallbacks,
-            "units_failed_last_run": sum(int(s.get("units_failed", 0)) for s in summaries if s),
+            "units_failed_last_run": sum(int(s["units_failed"]) for s in summaries if s),  # run_summary.json
             "books_failed_last_run": sum(len(s.get("books_failed", [])) for s in summaries if s),
         },
         "accounting": {**{k: int(v) for k, v in totals.items()},

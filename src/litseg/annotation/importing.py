@@ -113,8 +113,11 @@ class ImportRecord(BaseModel):
         return ImportedStep3.model_validate(a.get("step3") if isinstance(a.get("step3"), Mapping) else a)
 
     def stage_text(self, stage: str, key: str) -> str:
+        """``key`` of the record's ``stage`` block (a record without the block: of the record
+        itself), as text; a field the record leaves out is empty."""
         block = self.annotation.get(stage)
-        value = block.get(key, "") if isinstance(block, Mapping) else self.annotation.get(key, "")
+        source = block if isinstance(block, Mapping) else self.annotation
+        value = source[key] if key in source else ""
         return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 

@@ -27,7 +27,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from litseg.annotation.config import LengthReferenceConfig
 from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl
+from litseg.utils.config import from_dict, to_plain
 
 QUANTILES = ("p25", "p50", "p75")
 UNITS = ("sentences", "words")
@@ -52,22 +54,17 @@ def active_reference(node: Any) -> dict[str, Any] | None:
     (absent, ``none``, or any quantile missing)."""
     if node is None:
         return None
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(node, DictConfig):
-            node = OmegaConf.to_container(node, resolve=True)
-    except ImportError:
-        pass
+    node = to_plain(node)
     if not isinstance(node, Mapping):
         raise TypeError(f"length_reference must be a mapping, got {type(node).__name__}")
-    if any(node.get(q) is None for q in QUANTILES):
+    config = from_dict(LengthReferenceConfig, node, "length_reference")
+    if any(getattr(config, q) is None for q in QUANTILES):
         return None
-    ref = {q: node[q] for q in QUANTILES}
-    ref["unit"] = node.get("unit", "sentences")
-    ref["hint"] = node.get("hint") or HINTS.get(ref["unit"], HINTS["sentences"])
+    ref: dict[str, Any] = {q: getattr(config, q) for q in QUANTILES}
+    ref["unit"] = config.unit
+    ref["hint"] = config.hint or HINTS.get(config.unit, HINTS["sentences"])
     if "name" in node:
-        ref["name"] = node["name"]
+        ref["name"] = config.name
     return ref
 
 
@@ -107,7 +104,7 @@ def segment_lengths(run_dirs: Sequence[str | Path], *, unit: str = "sentences",
         if unit == "words":
             for chunk in iter_jsonl(run / CHUNKS):
                 if chunk.get("unit_key") in keys:
-                    lengths.append(len(str(chunk.get("main_text", "")).split()))
+                    lengths.append(len(str(chunk["main_text"]).split()))
     return lengths, len(keys)
 
 
@@ -157,9 +154,9 @@ def write_reference(reference: Mapping[str, Any], out: str | Path, *, name: str 
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"name": name or path.stem, **reference}
-    src = reference.get("source", {})
+    src = reference["source"]  # as compute_length_reference records it
     header = (f"# Soft length reference: segment-length quantiles ({reference['unit']}) of "
-              f"{src.get('n_segments')} segments in {src.get('n_units')} units of {', '.join(src.get('runs', []))}.\n"
+              f"{src.get('n_segments')} segments in {src.get('n_units')} units of {', '.join(src['runs'])}.\n"
               f"# Written by: python -m litseg.annotation.length_reference ... --out {path}\n"
               f"# Use: python annotate.py length_reference={path.stem} ...   (the prompt's {{length_hint}} "
               "gets `hint` filled with p25/p50/p75)\n")

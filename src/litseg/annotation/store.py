@@ -24,11 +24,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from litseg.segmentation.textsafe import clean_value
+from litseg.utils.jsonl import iter_jsonl, read_jsonl  # noqa: F401 - re-exported (their old home)
 
 CHUNKS = "chunks.jsonl"
 SENTENCES = "sentences.jsonl"
@@ -46,28 +48,6 @@ _DONE_FIELDS = ("book_id", "unit_id", "unit_index", "n_chunks", "offsets")
 
 class RunDirLocked(RuntimeError):
     """Another process is writing this run directory."""
-
-
-def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a JSONL file, skipping blank lines and a torn line (a write cut by a crash)."""
-    if not path.exists():
-        return
-    with path.open("r", encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:  # a torn line (or a number past the conversion limit)
-                continue
-            if isinstance(row, dict):
-                yield row
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a JSONL file, skipping a torn last line (a write cut by a crash)."""
-    return list(iter_jsonl(path))
 
 
 def read_range(path: Path, start: int, end: int) -> list[dict[str, Any]]:
@@ -107,7 +87,7 @@ class RunStore:
         self.done: dict[str, dict[str, Any]] = {}  # unit key -> small ledger summary
         self.books: dict[str, dict[str, Any]] = {}  # book key -> books.jsonl row
         self.documents: dict[str, dict[str, Any]] = {}  # book_id -> documents.jsonl row
-        self.recovered: dict[str, int] = {}  # file -> bytes cut off as leftovers at open
+        self.recovered: Counter[str] = Counter()  # file -> bytes cut off as leftovers at open
 
     # ------------------------------------------------------------------ open / close
     def open(self) -> RunStore:
@@ -194,7 +174,7 @@ class RunStore:
             else:
                 pos = 0
             f.truncate(pos)
-        self.recovered[path.name] = self.recovered.get(path.name, 0) + size - pos
+        self.recovered[path.name] += size - pos
 
     def _cut_uncommitted(self) -> None:
         ends = {name: 0 for name in DATA_FILES}
@@ -208,7 +188,7 @@ class RunStore:
                 cut = path.stat().st_size - end
                 with path.open("rb+") as f:
                     f.truncate(end)
-                self.recovered[name] = self.recovered.get(name, 0) + cut
+                self.recovered[name] += cut
 
     def _rewrite_committed(self) -> None:
         """Ledgers without offsets: keep only rows of committed units (reads the whole file)."""
@@ -224,7 +204,7 @@ class RunStore:
                     for r in kept:
                         f.write(dumps_line(r))
                 os.replace(tmp, path)
-                self.recovered[name] = self.recovered.get(name, 0) + len(rows) - len(kept)
+                self.recovered[name] += len(rows) - len(kept)
 
     # ------------------------------------------------------------------ units
     def is_done(self, key: str) -> bool:
@@ -300,4 +280,6 @@ class RunStore:
         return read_jsonl(self.dir / LEDGER)
 
     def n_chunks(self) -> int:
-        return sum(int(d.get("n_chunks", 0)) for d in self.done.values())
+        from litseg.annotation.totals import UnitCounts
+
+        return sum(UnitCounts.from_row(d).n_chunks for d in self.done.values())

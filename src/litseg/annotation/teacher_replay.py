@@ -28,6 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from litseg.annotation.totals import UnitCounts
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion
 
 #: The limits and budgets the shipped configs used before issue 11, for comparison.
@@ -146,7 +147,7 @@ def load_teacher_units(annotations: str | Path, *, max_words: int = 2000, max_se
         doc = source.load()
         for unit in doc.units:
             diag = imported.chunk_unit(doc, unit).diagnostics
-            if diag.get("fallback", "none") != "none" or not diag.get("answer"):
+            if UnitCounts.from_row(diag).fallback != "none" or not diag.get("answer"):
                 raise ValueError(f"{doc.book_id}/{unit.unit_id}: the imported answer needed repair "
                                  f"({diag.get('fallback')}); the replay compares clean answers only")
             answers[(doc.book_id, unit.unit_id)] = {
@@ -170,7 +171,7 @@ class ReplayReport:
     limit_hits: int = 0  # fields reported at a schema limit (diagnostics)
     units_with_limit_hits: int = 0
     budget_cutoffs: int = 0  # replies cut at max_tokens
-    fallbacks: dict[str, int] = field(default_factory=dict)
+    fallbacks: Counter[str] = field(default_factory=Counter)
 
     @property
     def all_whole(self) -> bool:
@@ -231,8 +232,7 @@ def replay_teacher(units: TeacherUnits, method: str, params: Mapping[str, Any], 
         report.limit_hits += len(hits)
         report.units_with_limit_hits += bool(hits)
         report.budget_cutoffs += sum(1 for a in _attempts(diag) if a.get("finish_reason") == "length")
-        fb = str(diag.get("fallback", "none"))
-        report.fallbacks[fb] = report.fallbacks.get(fb, 0) + 1
+        report.fallbacks[UnitCounts.from_row(diag).fallback] += 1
     return report
 
 

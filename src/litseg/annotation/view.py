@@ -7,6 +7,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from litseg.annotation.totals import UnitCounts
+
 _CSS = """
 body{font-family:Georgia,serif;max-width:60rem;margin:2rem auto;color:#222;line-height:1.45}
 h1{font-size:1.5rem} h2{font-size:1.2rem;border-bottom:1px solid #ccc;margin-top:2.5rem}
@@ -44,12 +46,13 @@ def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Seque
         out.append(f"<h2 id='unit-{i}'>{html.escape(book)} &middot; {html.escape(_unit_heading(unit, cs[0]))}</h2>")
         d = diag.get((book, unit), {})
         if d:
+            counts = UnitCounts.from_row(d)  # the ledger row (absent counters: 0)
             out.append(
                 "<div class='meta'>"
                 + html.escape(
                     f"sentences={d.get('n_sentences')} tries={d.get('tries')} fallback={d.get('fallback')} "
-                    f"repairs={len(d.get('repairs', []))} tokens={d.get('prompt_tokens', 0)}+"
-                    f"{d.get('completion_tokens', 0)} seconds={d.get('seconds', 0):.1f}"
+                    f"repairs={counts.repairs} tokens={counts.prompt_tokens}+"
+                    f"{counts.completion_tokens} seconds={d.get('seconds') or 0:.1f}"
                 )
                 + "</div>"
             )
@@ -62,7 +65,7 @@ def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Seque
             out.append(
                 f"<div class='meta'>{html.escape(c['chunk_id'])} &middot; sentences "
                 f"[{c['from_idx']}, {c['to_idx']}]" + (f" &middot; context {ctx}" if ctx else "")
-                + f" &middot; {c.get('n_tokens', 0)} tokens</div>"
+                + f" &middot; {c.get('n_tokens') or 0} tokens</div>"  # rows made by hand may lack it
             )
             if c.get("subtitle"):
                 out.append(f"<div class='sub'>{html.escape(c['subtitle'])}</div>")
@@ -85,8 +88,8 @@ def chunk_table(chunks: Sequence[dict[str, Any]], *, width: int = 60):
                     ("subtitle", {"max_width": 28}), ("begins", {"max_width": width})):
         t.add_column(col, **kw)
     for c in chunks:
-        words = len(c.get("main_text", "").split())
-        begins = " ".join(c.get("main_text", "").split()[:14])
+        words = len(c["main_text"].split())  # chunk rows hold every Chunk field
+        begins = " ".join(c["main_text"].split()[:14])
         unit = c.get("unit_title") or c["unit_id"]
         ctx = ",".join(map(str, c.get("context_ids") or [])) or "-"
         t.add_row(unit[:24], f"{c['from_idx']}-{c['to_idx']}", ctx, str(words), c.get("subtitle") or "", begins)

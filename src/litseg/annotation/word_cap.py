@@ -230,10 +230,14 @@ def _backend_of(llm: Any) -> Any:
     return llm
 
 
+#: The backend a chat model's class comes from, by module (any other: "other").
+_BACKEND_KINDS = {"litseg.llm.transformers_backend": "transformers", "litseg.llm.vllm_backend": "vllm",
+                  "litseg.llm.openai_backend": "openai"}
+
+
 def _kind(model: Any) -> str:
     module = type(model).__module__
-    return {"litseg.llm.transformers_backend": "transformers", "litseg.llm.vllm_backend": "vllm",
-            "litseg.llm.openai_backend": "openai"}.get(module, "other")
+    return _BACKEND_KINDS[module] if module in _BACKEND_KINDS else "other"
 
 
 def context_window(llm_config: Mapping[str, Any], llm: Any) -> tuple[int | None, str | None]:

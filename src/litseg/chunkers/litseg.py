@@ -31,11 +31,11 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from litseg.chunkers.base import UnitResult, register
+from litseg.chunkers.base import MethodConfig, UnitResult, register
 from litseg.chunkers.llm_common import (
     Ask,
     LLMChunker,
@@ -51,7 +51,15 @@ from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import CUT_OFF_NOTICE, check_unit_fallback, segment_with_retries
-from litseg.segmentation.schema import SchemaLimits, get_schema, has_segments, json_schema, limit_hits
+from litseg.segmentation.schema import (
+    LIST_BOUNDS,
+    TEXT_BOUNDS,
+    SchemaLimits,
+    get_schema,
+    has_segments,
+    json_schema,
+    limit_hits,
+)
 from litseg.segmentation.types import Document, Unit
 from litseg.segmentation.validation import IssueCode, ValidationIssue
 
@@ -356,7 +364,7 @@ class LitSegChunker(LLMChunker):
             method=self.name,
             retries=len(all_attempts) - called,
             seconds=time.perf_counter() - t0,
-            model_seconds=sum(float(a.get("seconds", 0.0)) for a in all_attempts),
+            model_seconds=sum(float(a.get("seconds") or 0.0) for a in all_attempts),
             stages=stages,
             stages_unavailable=[s for s in SUMMARY_STAGES if summaries[s].status == "unavailable"],
             stages_skipped=list(self.skip_stages),
@@ -380,20 +388,44 @@ def _attempt_record(attempt: int, c: Completion) -> dict[str, Any]:
     }
 
 
-@register("litseg")
+@dataclass(kw_only=True)
+class LitSegConfig(MethodConfig):
+    """conf/method/litseg.yaml (``default_prompt`` composed from conf/prompt/litseg.yaml)."""
+
+    COMPOSED: ClassVar[frozenset[str]] = frozenset({"default_prompt"})
+
+    default_prompt: dict[str, Any] | None = None
+    max_retries: int = 2
+    stage_max_retries: int | None = None
+    max_new_tokens: int = 3072
+    summary_max_new_tokens: int = 2048
+    constrained: bool = True
+    bounded_schema: bool = True
+    schema_limits: dict[str, dict[str, int | None]] = field(default_factory=lambda: {
+        "text": dict(TEXT_BOUNDS), "lists": dict(LIST_BOUNDS)})
+    fallback: str = "whole_unit"
+    fallback_max_words: int = 400
+    context_position: str = "auto"
+    skip_stages: list[str] = field(default_factory=list)
+    workers: int = 32
+    max_batch: int | None = None
+
+
+@register("litseg", config=LitSegConfig)
 def make_litseg(
+    config: LitSegConfig,
+    *,
     llm: ChatModel,
     prompt: Mapping[str, Any] | None = None,
     feedback: Mapping[str, Any] | None = None,
     length_reference: Mapping[str, Any] | None = None,
-    default_prompt: Mapping[str, Any] | None = None,
-    **params: Any,
 ) -> LitSegChunker:
     """``prompt`` is the composed prompt group; when it is a single-pass prompt (the annotate
     default, ``litseg_lite``), the staged prompt the method config names (``default_prompt``) is
     used instead, so ``method=litseg`` alone runs the teacher."""
-    chosen = prompt if is_staged_prompt(prompt) else default_prompt
+    chosen = prompt if is_staged_prompt(prompt) else config.default_prompt
     if chosen is None:
         raise ValueError("method=litseg needs the staged teacher prompt: add prompt=litseg")
     reference = length_reference if length_reference and length_reference.get("p50") is not None else None
-    return LitSegChunker(llm, chosen, feedback=feedback, length_reference=reference, **params)
+    return LitSegChunker(llm, chosen, feedback=feedback, length_reference=reference,
+                         **config.options("default_prompt"))

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from litseg.chunkers.base import UnitResult, register
+from litseg.chunkers.base import MethodConfig, UnitResult, register
 from litseg.chunkers.llm_common import (
     LLMChunker,
     make_feedback,
@@ -24,7 +25,7 @@ from litseg.chunkers.llm_common import (
 from litseg.llm.base import ChatModel, ChatRequest
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import check_unit_fallback, segment_with_retries
-from litseg.segmentation.schema import SchemaLimits, get_schema, json_schema
+from litseg.segmentation.schema import LIST_BOUNDS, TEXT_BOUNDS, SchemaLimits, get_schema, json_schema
 from litseg.segmentation.types import Document, Unit
 
 
@@ -119,7 +120,26 @@ class LitSegLiteChunker(LLMChunker):
         return UnitResult(doc.book_id, unit.unit_id, chunks, diag)
 
 
-@register("litseg_lite")
-def make_litseg_lite(llm: ChatModel, prompt: Mapping[str, Any], feedback: Mapping[str, Any] | None = None,
-                     length_reference: Mapping[str, Any] | None = None, **params: Any) -> LitSegLiteChunker:
-    return LitSegLiteChunker(llm, prompt, feedback=feedback, length_reference=length_reference, **params)
+@dataclass(kw_only=True)
+class LitSegLiteConfig(MethodConfig):
+    """conf/method/litseg_lite.yaml."""
+
+    max_retries: int = 2
+    max_new_tokens: int = 3072
+    constrained: bool = True
+    bounded_schema: bool = True
+    # The step texts are summaries here: half the teacher's text bounds (TEXT_BOUNDS).
+    schema_limits: dict[str, dict[str, int | None]] = field(default_factory=lambda: {
+        "text": {**TEXT_BOUNDS, "step_1_events": 3000, "step_2_threads": 3000}, "lists": dict(LIST_BOUNDS)})
+    fallback: str = "whole_unit"
+    fallback_max_words: int = 400
+    context_position: str = "auto"
+    workers: int = 8
+    max_batch: int = 64
+
+
+@register("litseg_lite", config=LitSegLiteConfig)
+def make_litseg_lite(config: LitSegLiteConfig, *, llm: ChatModel, prompt: Mapping[str, Any],
+                     feedback: Mapping[str, Any] | None = None,
+                     length_reference: Mapping[str, Any] | None = None) -> LitSegLiteChunker:
+    return LitSegLiteChunker(llm, prompt, feedback=feedback, length_reference=length_reference, **config.options())

@@ -87,9 +87,10 @@ def usage_of(attempts: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Calls and token totals over a list of attempt records."""
     return {
         "calls": len(attempts),
-        "prompt_tokens": sum(int(a.get("prompt_tokens", 0)) for a in attempts),
-        "cached_tokens": sum(int(a.get("cached_tokens", 0)) for a in attempts),
-        "completion_tokens": sum(int(a.get("completion_tokens", 0)) for a in attempts),
+        # Records of calls that never reached a model carry no token counts.
+        "prompt_tokens": sum(int(a.get("prompt_tokens") or 0) for a in attempts),
+        "cached_tokens": sum(int(a.get("cached_tokens") or 0) for a in attempts),
+        "completion_tokens": sum(int(a.get("completion_tokens") or 0) for a in attempts),
     }
 
 
@@ -105,7 +106,7 @@ def make_feedback(template: Mapping[str, Any] | None, max_attempts: int):
     def feedback(issues: Sequence[ValidationIssue], n: int) -> str:
         attempt["k"] += 1
         problems = blocking_issues(issues) or list(issues)
-        items = "\n".join(str(template.get("item", "- {problem}")).format(problem=i.message) for i in problems[:12])
+        items = "\n".join(str(template["item"]).format(problem=i.message) for i in problems[:12])
         if len(problems) > 12:
             items += f"\n(and {len(problems) - 12} more)"
         return str(template["user"]).format(problems=items, last_index=n, attempt=attempt["k"],

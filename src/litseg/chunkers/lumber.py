@@ -31,11 +31,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
 from litseg.chunkers.llm_common import unreachable_result
-from litseg.chunkers.merge import with_merge
 from litseg.chunkers.perplexity import sentence_run_chunks
 from litseg.chunkers.spans import span_stats
 from litseg.errors import ModelUnreachable, is_unavailable
@@ -290,11 +290,23 @@ class LumberChunker(Chunker):
         self.llm.close()
 
 
-@register("lumberchunker")
-def _build(llm: ChatModel, template: Mapping[str, Any], token_budget: int = 550, granularity: str = "sentences",
-           budget_tokenizer: str = "auto", max_retries: int = 2, max_new_tokens: int = 32,
-           constrained: bool = True, workers: int = 8, merge: dict[str, Any] | None = None) -> Chunker:
-    return with_merge(LumberChunker(
-        llm, template, token_budget=token_budget, granularity=granularity, budget_tokenizer=budget_tokenizer,
-        max_retries=max_retries, max_new_tokens=max_new_tokens, constrained=constrained, workers=workers), merge)
+@dataclass(kw_only=True)
+class LumberConfig(MethodConfig):
+    """conf/method/lumberchunker.yaml (``template`` composed from conf/prompt/lumberchunker.yaml)."""
+
+    COMPOSED: ClassVar[frozenset[str]] = frozenset({"template"})
+
+    template: dict[str, Any]
+    token_budget: int = 550
+    granularity: str = "sentences"
+    budget_tokenizer: str = "auto"
+    max_retries: int = 2
+    max_new_tokens: int = 32
+    constrained: bool = True
+    workers: int = 8
+
+
+@register("lumberchunker", config=LumberConfig)
+def _build(config: LumberConfig, *, llm: ChatModel) -> Chunker:
+    return LumberChunker(llm, **config.options())
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
 from litseg.chunkers.base import Chunker, UnitResult, register
-from litseg.chunkers.merge import with_merge
-from litseg.chunkers.perplexity import load_scorer, sentence_run_chunks, usage_diagnostics
+from litseg.chunkers.perplexity import ScorerConfig, sentence_run_chunks, usage_diagnostics
 from litseg.chunkers.spans import span_stats
 from litseg.segmentation.types import Document, Unit
 
@@ -150,13 +150,23 @@ class MarginSamplingChunker(Chunker):
             close()
 
 
-@register("margin_sampling")
-def _build(template: Mapping[str, Any], model: str | None = None, gguf_file: str | None = None,
-           dtype: str = "auto", device: str = "auto", num_threads: int | None = None, model_id: str | None = None,
-           threshold: float = 0.0, dynamic_threshold: bool = True, threshold_window: int | None = None,
-           max_chunk_words: int | None = None, renormalize: bool = False,
-           merge: dict[str, Any] | None = None) -> Chunker:
-    scorer = load_scorer(model, gguf_file, dtype, device, num_threads, model_id)
-    return with_merge(MarginSamplingChunker(
-        scorer, template, threshold=threshold, dynamic_threshold=dynamic_threshold,
-        threshold_window=threshold_window, max_chunk_words=max_chunk_words, renormalize=renormalize), merge)
+@dataclass(kw_only=True)
+class MarginConfig(ScorerConfig):
+    """conf/method/margin_sampling.yaml (``template`` composed from conf/prompt/margin_sampling.yaml)."""
+
+    COMPOSED: ClassVar[frozenset[str]] = frozenset({"template"})
+
+    template: dict[str, Any]
+    threshold: float = 0.0
+    dynamic_threshold: bool = True
+    threshold_window: int | None = None
+    max_chunk_words: int | None = None
+    renormalize: bool = False
+
+
+@register("margin_sampling", config=MarginConfig)
+def _build(config: MarginConfig) -> Chunker:
+    return MarginSamplingChunker(
+        config.scorer(), config.template, threshold=config.threshold, dynamic_threshold=config.dynamic_threshold,
+        threshold_window=config.threshold_window, max_chunk_words=config.max_chunk_words,
+        renormalize=config.renormalize)

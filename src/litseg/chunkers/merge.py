@@ -25,12 +25,13 @@ Use it as ``merge: {target: 350, measure: words}`` in any baseline's method conf
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from litseg.chunkers.base import Chunker, UnitResult, build_chunker, register
+from litseg.chunkers.base import Chunker, MergeOptions, UnitResult, build_chunker, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats
 from litseg.segmentation.types import Chunk, Document, Unit
 
@@ -129,17 +130,18 @@ class DynamicMerge(Chunker):
                 "measure": self.measure}
 
 
-def with_merge(chunker: Chunker, merge: Mapping[str, Any] | None) -> Chunker:
+def with_merge(chunker: Chunker, merge: MergeOptions | Mapping[str, Any] | None) -> Chunker:
     """``chunker`` wrapped in :class:`DynamicMerge` when ``merge`` (``{target, measure}``) is set."""
     if not merge:
         return chunker
-    opts = dict(merge)
-    unknown = set(opts) - {"target", "measure"}
-    if unknown:
-        raise ValueError(f"merge: unknown keys {sorted(unknown)}; expected 'target' and 'measure'")
-    if opts.get("target") is None:
+    if not isinstance(merge, MergeOptions):
+        unknown = set(merge) - {f.name for f in dataclasses.fields(MergeOptions)}
+        if unknown:
+            raise ValueError(f"merge: unknown keys {sorted(unknown)}; expected 'target' and 'measure'")
+        merge = MergeOptions(**merge)
+    if merge.target is None:
         return chunker
-    return DynamicMerge(chunker, target=opts["target"], measure=opts.get("measure", "words"))
+    return DynamicMerge(chunker, target=merge.target, measure=merge.measure)
 
 
 def _check(target: float, measure: str) -> None:

@@ -24,10 +24,10 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from litseg.chunkers.base import Chunker, UnitResult, register
-from litseg.chunkers.merge import with_merge
+from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Chunk, Document, Unit
 
@@ -175,11 +175,32 @@ def load_scorer(model: str | None, gguf_file: str | None, dtype: str, device: st
                                num_threads=num_threads, model_id=model_id)
 
 
-@register("perplexity")
-def _build(model: str | None = None, gguf_file: str | None = None, dtype: str = "auto", device: str = "auto",
-           num_threads: int | None = None, model_id: str | None = None, threshold: float = 0.0,
-           boundary: str = "after", context_tokens: int = 256, window_tokens: int = 1024,
-           merge: dict[str, Any] | None = None) -> Chunker:
-    scorer = load_scorer(model, gguf_file, dtype, device, num_threads, model_id)
-    return with_merge(PerplexityChunker(scorer, threshold=threshold, boundary=boundary,
-                                        context_tokens=context_tokens, window_tokens=window_tokens), merge)
+@dataclass(kw_only=True)
+class ScorerConfig(MethodConfig):
+    """The local causal LM a logit-reading chunker scores with (null model: the embedded GGUF)."""
+
+    model: str | None = None
+    gguf_file: str | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    num_threads: int | None = None
+    model_id: str | None = None
+
+    def scorer(self) -> Any:
+        return load_scorer(self.model, self.gguf_file, self.dtype, self.device, self.num_threads, self.model_id)
+
+
+@dataclass(kw_only=True)
+class PerplexityConfig(ScorerConfig):
+    """conf/method/perplexity.yaml."""
+
+    threshold: float = 0.0
+    boundary: str = "after"
+    context_tokens: int = 256
+    window_tokens: int = 1024
+
+
+@register("perplexity", config=PerplexityConfig)
+def _build(config: PerplexityConfig) -> Chunker:
+    return PerplexityChunker(config.scorer(), threshold=config.threshold, boundary=config.boundary,
+                             context_tokens=config.context_tokens, window_tokens=config.window_tokens)

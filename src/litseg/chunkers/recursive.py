@@ -19,10 +19,10 @@ character for character.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from litseg.chunkers.base import Chunker, UnitResult, register
-from litseg.chunkers.merge import with_merge
+from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 
@@ -133,12 +133,18 @@ class RecursiveChunker(Chunker):
                 "keep_separator": self.keep_separator}
 
 
-@register("recursive")
-def _build(chunk_size: int = 1000, chunk_overlap: int = 0, separators: list[str] | None = None,
-           is_separator_regex: bool | None = None, keep_separator: bool | str = "end",
-           merge: dict[str, Any] | None = None) -> Chunker:
-    return with_merge(
-        RecursiveChunker(chunk_size=chunk_size, chunk_overlap=chunk_overlap, separators=separators,
-                         is_separator_regex=is_separator_regex, keep_separator=keep_separator),
-        merge,
-    )
+@dataclass(kw_only=True)
+class RecursiveConfig(MethodConfig):
+    """conf/method/recursive.yaml."""
+
+    chunk_size: int = 1000
+    chunk_overlap: int = 0
+    separators: list[str] | None = None  # null: DEFAULT_SEPARATORS
+    is_separator_regex: bool | None = None
+    keep_separator: bool | str = "end"
+    merge: MergeOptions | None = field(default_factory=MergeOptions)
+
+
+@register("recursive", config=RecursiveConfig)
+def _build(config: RecursiveConfig) -> Chunker:
+    return RecursiveChunker(**config.options("name"))

@@ -16,12 +16,12 @@ the sentence splitter left outside every sentence still lands in a chunk.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from litseg.chunkers.base import Chunker, UnitResult, register
-from litseg.chunkers.merge import with_merge
+from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 
@@ -111,11 +111,17 @@ class SemanticChunker(Chunker):
                 "buffer_size": self.buffer_size, "breakpoint_percentile": self.breakpoint_percentile}
 
 
-@register("semantic")
-def _build(model: str | None = None, buffer_size: int = 1, breakpoint_percentile: float = 95.0,
-           batch_size: int = 32, merge: dict[str, Any] | None = None) -> Chunker:
-    return with_merge(
-        SemanticChunker(model=model, buffer_size=buffer_size, breakpoint_percentile=breakpoint_percentile,
-                        batch_size=batch_size),
-        merge,
-    )
+@dataclass(kw_only=True)
+class SemanticConfig(MethodConfig):
+    """conf/method/semantic.yaml."""
+
+    model: str | None = None  # null: the packaged all-MiniLM-L6-v2
+    buffer_size: int = 1
+    breakpoint_percentile: float = 95.0
+    batch_size: int = 32
+    merge: MergeOptions | None = field(default_factory=MergeOptions)
+
+
+@register("semantic", config=SemanticConfig)
+def _build(config: SemanticConfig) -> Chunker:
+    return SemanticChunker(**config.options("name"))

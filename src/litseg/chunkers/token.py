@@ -13,10 +13,10 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from litseg.chunkers.base import Chunker, UnitResult, register
-from litseg.chunkers.merge import with_merge
+from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 
@@ -206,7 +206,16 @@ class TokenChunker(Chunker):
                 "tokenizer": self.tokenizer.name}
 
 
-@register("token")
-def _build(chunk_size: int = 128, overlap: int = 0, tokenizer: str = "auto",
-           merge: dict[str, Any] | None = None) -> Chunker:
-    return with_merge(TokenChunker(chunk_size=chunk_size, overlap=overlap, tokenizer=tokenizer), merge)
+@dataclass(kw_only=True)
+class TokenConfig(MethodConfig):
+    """conf/method/token.yaml."""
+
+    chunk_size: int = 128
+    overlap: int = 0
+    tokenizer: str = "auto"  # auto | whitespace | embedded | a tokenizer.json directory
+    merge: MergeOptions | None = field(default_factory=MergeOptions)
+
+
+@register("token", config=TokenConfig)
+def _build(config: TokenConfig) -> Chunker:
+    return TokenChunker(chunk_size=config.chunk_size, overlap=config.overlap, tokenizer=config.tokenizer)

@@ -94,7 +94,7 @@ class ChatModel(ABC):
     def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """Tokens the prompt of ``messages`` costs, chat template included where the backend knows it."""
         per_message_overhead = 4  # role markers and separators of a typical chat template
-        return sum(self.count_tokens(m.get("content", "")) + per_message_overhead for m in messages)
+        return sum(self.count_tokens(m.get("content") or "") + per_message_overhead for m in messages)
 
     def check(self) -> None:  # noqa: B027 - optional hook
         """Fail fast with :class:`ModelUnavailable` (one line) when the model cannot serve: called

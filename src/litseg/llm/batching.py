@@ -43,68 +43,87 @@ def run_batched(
         for job in jobs:
             yield job(llm.chat)
         return
+    yield from _Batcher(llm, jobs, max_batch, linger_s).run(min(workers, len(jobs)))
 
-    requests: queue.Queue[tuple[ChatRequest, Future[Completion]]] = queue.Queue()
-    results: queue.Queue[tuple[bool, object]] = queue.Queue()
-    lock = threading.Lock()
-    state = {"running": 0, "next": 0}
 
-    def ask(req: ChatRequest) -> Completion:
+class _Batcher:
+    """Worker threads running the jobs, and the dispatcher (the caller's thread) batching their calls."""
+
+    def __init__(self, llm: ChatModel, jobs: list[Callable[[Ask], R]], max_batch: int, linger_s: float) -> None:
+        self.llm = llm
+        self.jobs = jobs
+        self.max_batch = max_batch
+        self.linger_s = linger_s
+        self.requests: queue.Queue[tuple[ChatRequest, Future[Completion]]] = queue.Queue()
+        self.results: queue.Queue[tuple[bool, object]] = queue.Queue()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.next = 0
+
+    def ask(self, req: ChatRequest) -> Completion:
         fut: Future[Completion] = Future()
-        requests.put((req, fut))
+        self.requests.put((req, fut))
         return fut.result()
 
-    def worker() -> None:
+    def worker(self) -> None:
         while True:
-            with lock:
-                if state["next"] >= len(jobs):
-                    state["running"] -= 1
-                    requests.put((None, None))  # type: ignore[arg-type]  # wake the dispatcher
+            with self.lock:
+                if self.next >= len(self.jobs):
+                    self.running -= 1
+                    self.requests.put((None, None))  # type: ignore[arg-type]  # wake the dispatcher
                     return
-                job = jobs[state["next"]]
-                state["next"] += 1
+                job = self.jobs[self.next]
+                self.next += 1
             try:
-                results.put((True, job(ask)))
+                self.results.put((True, job(self.ask)))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                results.put((False, exc))
+                self.results.put((False, exc))
 
-    n_workers = min(workers, len(jobs))
-    state["running"] = n_workers
-    threads = [threading.Thread(target=worker, daemon=True, name=f"llm-job-{i}") for i in range(n_workers)]
-    for t in threads:
-        t.start()
+    def run(self, n_workers: int) -> Iterator[R]:
+        self.running = n_workers
+        threads = [threading.Thread(target=self.worker, daemon=True, name=f"llm-job-{i}") for i in range(n_workers)]
+        for t in threads:
+            t.start()
+        done = 0
+        while done < len(self.jobs):
+            while not self.results.empty():  # hand out finished results first so the caller sees progress
+                ok, value = self.results.get()
+                done += 1
+                if not ok:
+                    raise value  # type: ignore[misc]
+                yield value  # type: ignore[misc]
+            if done >= len(self.jobs):
+                break
+            pending = self.gather()
+            if pending:
+                self.send(pending)
+        for t in threads:
+            t.join(timeout=1)
 
-    done = 0
-    while done < len(jobs):
-        while not results.empty():  # hand out finished results first so the caller sees progress
-            ok, value = results.get()
-            done += 1
-            if not ok:
-                raise value  # type: ignore[misc]
-            yield value  # type: ignore[misc]
-        if done >= len(jobs):
-            break
+    def gather(self) -> list[tuple[ChatRequest, Future[Completion]]]:
+        """The next batch: what is queued once all running jobs wait, max_batch or linger_s is reached."""
         try:
-            first = requests.get(timeout=0.2)
+            first = self.requests.get(timeout=0.2)
         except queue.Empty:
-            continue
+            return []
         pending = [first] if first[0] is not None else []
-        deadline = time.monotonic() + linger_s
-        while pending and len(pending) < max_batch:
-            with lock:
-                all_waiting = len(pending) >= state["running"]
+        deadline = time.monotonic() + self.linger_s
+        while pending and len(pending) < self.max_batch:
+            with self.lock:
+                all_waiting = len(pending) >= self.running
             if all_waiting:
                 break
             try:
-                item = requests.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self.requests.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
             if item[0] is not None:
                 pending.append(item)
-        if not pending:
-            continue
+        return pending
+
+    def send(self, pending: list[tuple[ChatRequest, Future[Completion]]]) -> None:
         try:
-            answers = llm.chat_batch([r for r, _ in pending])
+            answers = self.llm.chat_batch([r for r, _ in pending])
         except SetupError as exc:  # the model cannot serve at all: no use asking one by one
             for _, fut in pending:
                 fut.set_exception(exc)
@@ -112,11 +131,9 @@ def run_batched(
             log.warning("a batch of %d requests failed; asking them one by one", len(pending), exc_info=True)
             for req, fut in pending:
                 try:
-                    fut.set_result(llm.chat(req))
+                    fut.set_result(self.llm.chat(req))
                 except Exception as exc:  # noqa: BLE001 - handed to the job that asked
                     fut.set_exception(exc)
         else:
             for (_, fut), ans in zip(pending, answers, strict=True):
                 fut.set_result(ans)
-    for t in threads:
-        t.join(timeout=1)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, stable_json
+from litseg.llm.config import CacheConfig, ReplayLLMConfig
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +266,17 @@ class ReplayChatModel(ChatModel):
 
     ``identity`` may be omitted when the file holds the answers of exactly one model.
     """
+
+    config_class = ReplayLLMConfig
+
+    @classmethod
+    def from_config(cls, section: ReplayLLMConfig) -> ReplayChatModel:
+        """``backend: replay``: the file is ``path``, else ``cache.path``."""
+        cache = section.cache or CacheConfig()
+        path = section.path or cache.path
+        if not path:
+            raise ValueError("replay backend: set cache.path (or path) to the recorded response cache")
+        return cls(path, section.identity, timeout_s=cache.timeout_s)
 
     def __init__(self, path: str | os.PathLike[str], identity: dict[str, Any] | None = None, *,
                  timeout_s: float = 60.0) -> None:

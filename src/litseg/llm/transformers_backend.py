@@ -17,12 +17,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -31,55 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, ModelUnavailable, stable_json
+from litseg.llm.config import CONSTRAINED_ENGINES, TransformersBackendConfig, TransformersLLMConfig  # noqa: F401
+# Re-exported: the GGUF helpers lived here (training.builders, word_cap and tests import them from here).
+from litseg.llm.gguf import (  # noqa: F401
+    _converted_dir,
+    _load_gguf_converted,
+    gguf_tokenizer,
+    litseg_cache_dir,
+)
 
 log = logging.getLogger(__name__)
-
-CONSTRAINED_ENGINES = ("xgrammar", "none")
-
-
-def litseg_cache_dir() -> Path:
-    """Where litseg keeps derived files (converted weights, tiny test models)."""
-    env = os.environ.get("LITSEG_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "litseg"
-
-
-@dataclass
-class TransformersBackendConfig:
-    """Settings of :class:`TransformersChatModel`; the fields mirror ``conf/llm/transformers.yaml``."""
-
-    model: str
-    gguf_file: str | None = None  # a .gguf file name inside ``model`` (a directory)
-    tokenizer: str | None = None  # defaults to ``model`` (and ``gguf_file``)
-    adapter: str | None = None  # LoRA adapter directory (peft)
-    merge_adapter: bool = True  # fold the adapter into the weights: same answers, faster decoding
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    device: str = "auto"  # auto | cpu | cuda | cuda:1 | mps
-    batch_size: int = 8  # requests per generate() call in chat_batch
-    constrained_decoding: str = "xgrammar"  # xgrammar | none
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    convert_gguf: bool = True  # keep a safetensors copy of a dequantized GGUF for fast reloads
-    num_threads: int | None = None  # torch CPU threads; None keeps torch's (OMP_NUM_THREADS) choice
-    model_id: str | None = None  # stable name for the cache key instead of the local path
-    trust_remote_code: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise ValueError("transformers backend: model is empty (a local model directory)")
-        if self.constrained_decoding not in CONSTRAINED_ENGINES:
-            raise ValueError(f"transformers backend: constrained_decoding must be one of "
-                             f"{CONSTRAINED_ENGINES}, got {self.constrained_decoding!r}")
-        if self.batch_size < 1:
-            raise ValueError(f"transformers backend: batch_size must be >= 1, got {self.batch_size}")
-        self.chat_template_kwargs = dict(self.chat_template_kwargs or {})
-        self.model = str(self.model)
-        if self.adapter is not None:
-            from litseg.models import resolve_adapter
-
-            self.adapter = resolve_adapter(str(self.adapter))  # a path, or the name of a shipped adapter
-
 
 @dataclass
 class _Loaded:
@@ -124,82 +81,6 @@ def _resolve_dtype(name: str, device: str) -> Any:
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"transformers backend: unknown dtype {name!r}")
     return dtype
-
-
-def _gguf_fingerprint(path: Path) -> str:
-    stat = path.stat()
-    import transformers
-
-    raw = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
-
-
-def _converted_dir(model_dir: str, gguf_file: str, kind: str) -> Path:
-    gguf_path = Path(model_dir) / gguf_file
-    return litseg_cache_dir() / kind / f"{gguf_path.stem}-{_gguf_fingerprint(gguf_path)}"
-
-
-def _save_atomically(target: Path, *savables: Any) -> None:
-    """Write ``savables`` (things with save_pretrained) into ``target``, all or nothing."""
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-        for item in savables:
-            item.save_pretrained(tmp)
-        try:
-            os.rename(tmp, target)  # atomic: a parallel process either wins or finds it done
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    except OSError as exc:
-        log.warning("could not keep a converted copy in %s (%s); the next load reads the GGUF again",
-                    target, exc)
-
-
-def gguf_tokenizer(model_dir: str, gguf_file: str) -> Any:
-    """The tokenizer (with chat template) stored in a GGUF file, cached as tokenizer.json files.
-
-    Building it from the GGUF vocabulary takes seconds; the cached copy loads in milliseconds.
-    """
-    from transformers import AutoTokenizer
-
-    for kind in ("converted", "tokenizers"):
-        cached = _converted_dir(model_dir, gguf_file, kind)
-        if (cached / "tokenizer_config.json").is_file():
-            try:
-                return AutoTokenizer.from_pretrained(cached)
-            except Exception as exc:
-                log.warning("cached tokenizer %s unreadable (%s); reading the GGUF again", cached, exc)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, gguf_file=gguf_file)
-    _save_atomically(_converted_dir(model_dir, gguf_file, "tokenizers"), tokenizer)
-    return tokenizer
-
-
-def _load_gguf_converted(model_dir: str, gguf_file: str, dtype: Any) -> tuple[Any, Any]:
-    """Model and tokenizer of a GGUF, from the safetensors copy when one exists (else made now)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    target = _converted_dir(model_dir, gguf_file, "converted")
-    if (target / "config.json").is_file():
-        try:
-            return (AutoModelForCausalLM.from_pretrained(target, dtype=dtype),
-                    AutoTokenizer.from_pretrained(target))
-        except Exception as exc:  # a damaged copy must not block the GGUF itself
-            log.warning("converted copy %s unreadable (%s); reading the GGUF again", target, exc)
-    tokenizer = gguf_tokenizer(model_dir, gguf_file)
-    # Kept in float32, the precision dequantization yields; the requested dtype is applied after.
-    quantized = AutoModelForCausalLM.from_pretrained(model_dir, gguf_file=gguf_file, dtype=torch.float32)
-    # The GGUF-loaded model refuses save_pretrained (it still says "quantized"); its weights are
-    # plain tensors, so move them into a fresh model of the same architecture.
-    config = quantized.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(quantized.state_dict(), strict=True)
-    model.generation_config = quantized.generation_config
-    del quantized
-    _save_atomically(target, model, tokenizer)
-    return model.to(dtype), tokenizer
 
 
 def _load(cfg: TransformersBackendConfig) -> _Loaded:
@@ -311,6 +192,11 @@ class TransformersChatModel(ChatModel):
     """``TransformersChatModel(model="path/to/dir", gguf_file=None, adapter=None, dtype="auto")``."""
 
     _grammar_cache_size = 32
+    config_class: type = TransformersLLMConfig
+
+    @classmethod
+    def from_config(cls, section: TransformersLLMConfig) -> TransformersChatModel:
+        return cls(**section.settings())
 
     def __init__(self, model: str, **settings: Any) -> None:
         known = {f.name for f in fields(TransformersBackendConfig)}

@@ -30,78 +30,15 @@ import queue
 import threading
 import time
 from pathlib import Path
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 from typing import Any
 
 from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable
+from litseg.llm.config import VLLMBackendConfig, VLLMLLMConfig
 
 log = logging.getLogger(__name__)
 
 _warned_no_structured_outputs = False
-
-
-@dataclass
-class VLLMBackendConfig:
-    """Settings of :class:`VLLMChatModel`; the fields mirror ``conf/llm/vllm.yaml``."""
-
-    model: str  # hub name or local directory
-    model_id: str | None = None  # the cache's name for the weights when ``model`` is a local path
-    tokenizer: str | None = None
-    revision: str | None = None
-    dtype: str = "auto"
-    quantization: str | None = None
-    tensor_parallel_size: int = 1
-    data_parallel_size: int = 1  # engine replicas, each on tensor_parallel_size GPUs of its own
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    enable_prefix_caching: bool = True
-    enforce_eager: bool = False
-    trust_remote_code: bool = False
-    seed: int = 0
-    adapter: str | None = None  # LoRA adapter directory, applied to every request
-    adapter_name: str = "litseg-adapter"
-    max_lora_rank: int = 64
-    constrained_decoding: bool = True  # JSON-schema requests use vLLM's structured outputs
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # anything else vllm.LLM accepts
-    max_batch_size: int | None = None  # split very large batches into LLM.chat calls of this size
-    use_tqdm: bool = False
-    replica_start_timeout_s: float = 1800.0  # loading big weights on every replica takes a while
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise ValueError("vllm backend: model is empty")
-        for name in ("tensor_parallel_size", "data_parallel_size"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"vllm backend: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"vllm backend: gpu_memory_utilization must be in (0, 1], "
-                             f"got {self.gpu_memory_utilization}")
-        if self.max_batch_size is not None and self.max_batch_size < 1:
-            raise ValueError(f"vllm backend: max_batch_size must be >= 1, got {self.max_batch_size}")
-        self.chat_template_kwargs = dict(self.chat_template_kwargs or {})
-        self.engine_kwargs = dict(self.engine_kwargs or {})
-
-    def llm_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``vllm.LLM`` (one engine; data parallelism is handled above it)."""
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "dtype": self.dtype,
-            "tensor_parallel_size": self.tensor_parallel_size,
-            "gpu_memory_utilization": self.gpu_memory_utilization,
-            "enable_prefix_caching": self.enable_prefix_caching,
-            "enforce_eager": self.enforce_eager,
-            "trust_remote_code": self.trust_remote_code,
-            "seed": self.seed,
-        }
-        optional = {"tokenizer": self.tokenizer, "revision": self.revision, "quantization": self.quantization,
-                    "max_model_len": self.max_model_len}
-        kwargs.update({k: v for k, v in optional.items() if v is not None})
-        if self.adapter:
-            kwargs["enable_lora"] = True
-            kwargs["max_lora_rank"] = self.max_lora_rank
-        kwargs.update(self.engine_kwargs)
-        return kwargs
 
 
 def _import_vllm() -> Any:
@@ -314,6 +251,12 @@ class _ReplicaPool:
 # ---------------------------------------------------------------------- the backend
 class VLLMChatModel(ChatModel):
     """``VLLMChatModel(model="Qwen/Qwen2.5-7B-Instruct", tensor_parallel_size=2, adapter=...)``."""
+
+    config_class = VLLMLLMConfig
+
+    @classmethod
+    def from_config(cls, section: VLLMLLMConfig) -> VLLMChatModel:
+        return cls(**section.settings())
 
     def __init__(self, model: str, **settings: Any) -> None:
         known = {f.name for f in fields(VLLMBackendConfig)}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,7 @@ def ship(run: Path, name: str = STUDENT, stage: str | None = None, target_root: 
 def model_card(meta: dict[str, Any]) -> str:
     d, t = meta["data"], meta["training"]
     books = d.get("books") or {}
-    ex = d.get("examples") or {}
+    ex = Counter(d.get("examples") or {})  # units per split; a split the run did not have: 0
     ev = meta.get("eval") or {}
     eval_lines = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |"
                            for k, v in sorted(ev.items())) or "| (none) | |"
@@ -142,8 +143,8 @@ model), imported with `annotate.py method=imported` and split **by book**:
 
 | split | units | books |
 |---|---|---|
-| train | {ex.get('train', 0)} | {len(books.get('train', []))} |
-| validation | {ex.get('validation', 0)} | {len(books.get('validation', []))} |
+| train | {ex['train']} | {len(books.get('train', []))} |
+| validation | {ex['validation']} | {len(books.get('validation', []))} |
 
 Held-out (validation) books: {', '.join(books.get('validation', [])) or '-'}.
 Prompt tokens per example: {d.get('prompt_tokens')}; answer tokens: {d.get('completion_tokens')}.
@@ -170,7 +171,7 @@ student"), written by `benchmarks/student_eval.py`.
 
 - 135M parameters: it imitates where the teacher cuts and how it titles blocks; it does not carry
   out the narratological analysis the teacher writes out, and it can miss cuts the teacher makes.
-- Trained on {ex.get('train', 0)} units (fairy tales, novel chapters, play scenes, cantos) of at most
+- Trained on {ex['train']} units (fairy tales, novel chapters, play scenes, cantos) of at most
   about 2,000 words; longer units are outside what it has seen.
 - English only. Every answer is still validated, retried with feedback and repaired by the
   pipeline, so no text is ever lost, but a repaired answer is the fallback's, not the model's.

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,13 +75,13 @@ def find_student_runs(paths: str | Path | Sequence[str | Path]) -> list[StudentR
             raise FileNotFoundError(f"students: {p} holds no train.py run folder (no */config.yaml)")
         dirs.extend(found)
     runs: list[StudentRun] = []
-    seen: dict[str, int] = {}
+    seen: Counter[str] = Counter()
     for d in dirs:
         cfg = OmegaConf.to_container(OmegaConf.load(d / "config.yaml"), resolve=True)
         summary_path = d / SUMMARY
         summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else None
         experiment = str((summary or {}).get("experiment") or cfg.get("experiment_name") or d.name)
-        seen[experiment] = seen.get(experiment, 0) + 1
+        seen[experiment] += 1
         label = experiment if seen[experiment] == 1 else f"{experiment}@{d.name}"
         runs.append(StudentRun(d, label, experiment, summary, cfg))
     return runs
@@ -98,7 +99,7 @@ def student_llm_config(run: StudentRun, backend: str = "transformers", **setting
     adapter = run.adapter
     if adapter and not Path(adapter).is_absolute() and not Path(adapter).exists():
         adapter = str(run.run_dir / "adapter")
-    if adapter and peft.get("enabled", True) is False:  # full fine-tuning saved a whole model
+    if adapter and peft.get("enabled") is False:  # full fine-tuning saved a whole model
         return inference_llm_config(str(adapter), None, backend=backend, **settings)
     return inference_llm_config(resolve_model_path(model), adapter, backend=backend,
                                 embedded=model.path == "embedded", lora_rank=peft.get("r"), **settings)
@@ -109,9 +110,9 @@ def student_chunkers(runs: Iterable[StudentRun], *, method: Mapping[str, Any] | 
                      conf_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """``chunkers`` entries (label -> method config with its own ``llm`` and ``prompt``) for the
     runs that finished; ``method`` overrides ``conf/method/litseg_lite.yaml`` for all of them."""
-    from litseg.rag.pipeline import DEFAULT_CONF_DIR, load_method_config
+    from litseg.rag.config import DEFAULT_CONF_DIR, method_config
 
-    base = load_method_config("litseg_lite", conf_dir or DEFAULT_CONF_DIR)
+    base = method_config("litseg_lite", conf_dir or DEFAULT_CONF_DIR)
     overrides = {k: v for k, v in dict(method or {}).items() if v is not None}  # null: keep the method's value
     out: dict[str, dict[str, Any]] = {}
     for run in runs:
@@ -217,21 +218,25 @@ def write_ablation_table(runs: Sequence[StudentRun], result: Any, out_dir: Path,
     (out_dir / "ablations.json").write_text(json.dumps({"suite": result.suite, "rows": rows}, indent=2,
                                                        default=str) + "\n", encoding="utf-8")
     files = {"ablations_markdown": out_dir / "ablations.md", "ablations_json": out_dir / "ablations.json"}
-    if logger_cfg and str(logger_cfg.get("backend", logger_cfg.get("name", "none"))) == "wandb":
-        log_ablations_to_wandb(rows, logger_cfg, out_dir)
+    from litseg.rag.config import logger_settings
+
+    logger = logger_settings(logger_cfg)
+    if logger is not None and logger.backend == "wandb":
+        log_ablations_to_wandb(rows, logger, out_dir)
     return files
 
 
-def log_ablations_to_wandb(rows: Sequence[Mapping[str, Any]], cfg: Mapping[str, Any], out_dir: Path) -> None:
+def log_ablations_to_wandb(rows: Sequence[Mapping[str, Any]], cfg: Any, out_dir: Path) -> None:
+    """The ablation rows as one W&B table (``cfg``: the typed logger group)."""
     import os
 
     import wandb
 
-    mode = str(cfg.get("mode") or "auto")
+    mode = cfg.mode
     if mode == "auto":
         mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
-    run = wandb.init(project=str(cfg.get("project") or "litseg"), entity=cfg.get("entity"), mode=mode,
-                     group=cfg.get("group") or "ablations", tags=list(cfg.get("tags") or []),
+    run = wandb.init(project=cfg.project, entity=cfg.entity, mode=mode, group=cfg.group or "ablations",
+                     tags=list(cfg.tags),
                      name=f"{out_dir.name}-ablations", job_type="ablations", dir=str(out_dir),
                      reinit="finish_previous")
     try:

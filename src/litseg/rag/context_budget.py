@@ -69,13 +69,17 @@ class ContextBudget:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> "ContextBudget":
-        c = dict(cfg or {})
+        """From the ``answer_context`` section (a typed one, or a mapping: missing keys take the
+        defaults above, which equal ``conf/evaluate.yaml``)."""
+        from litseg.utils.config import from_dict, to_plain
+
+        c = to_plain(cfg) or {}
+        if not isinstance(c, Mapping):
+            c = {"budget_chars": c.budget_chars, "text": c.text, "max_chunks": c.max_chunks}
         unknown = set(c) - {"budget_chars", "text", "max_chunks"}
         if unknown:
             raise ValueError(f"answer_context: unknown keys {sorted(unknown)}")
-        max_chunks = c.get("max_chunks")
-        return cls(budget_chars=int(c.get("budget_chars", 6000)), text=str(c.get("text") or "text"),
-                   max_chunks=None if max_chunks is None else int(max_chunks))
+        return from_dict(cls, c, "answer_context")
 
     def chunk_text(self, chunk: Any) -> str:
         """The text of ``chunk`` that is passed (``main_text`` when ``text`` is empty)."""

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from litseg.rag.datasets import Benchmark
-    from litseg.rag.pipeline import ChunkerSpec, ChunkSet
+    from litseg.rag.benchmarks.records import Benchmark
+    from litseg.rag.evaluation.sources import ChunkerSpec, ChunkSet
     from litseg.segmentation.types import Document
 
 FROM_KEY = "from"
@@ -88,6 +88,7 @@ def merge_chunkset(label: str, base: "ChunkSet", docs: Mapping[str, "Document"],
     unknown = set(opts) - {"target", "measure"}
     if unknown:
         raise ValueError(f"merge: unknown keys {sorted(unknown)}; expected 'target' and 'measure'")
+    measure = {"measure": opts["measure"]} if "measure" in opts else {}  # else the merge rule's own default
     t0 = time.perf_counter()
     by_unit: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for c in base.chunks:
@@ -100,7 +101,7 @@ def merge_chunkset(label: str, base: "ChunkSet", docs: Mapping[str, "Document"],
             if not got:
                 continue
             res = merge_unit_result(doc, unit, UnitResult(book_id, unit.unit_id, got), target=opts["target"],
-                                    measure=opts.get("measure", "words"), method=method)
+                                    method=method, **measure)
             chunks.extend(res.chunks)
     if by_unit:
         raise ValueError(f"{label}: {len(by_unit)} units of {base.label!r} are not in the prepared books "
@@ -116,7 +117,7 @@ def merge_chunkset(label: str, base: "ChunkSet", docs: Mapping[str, "Document"],
 class ChunkSetBuilder:
     """Builds the chunk sets of one run, chunking each distinct base configuration once.
 
-    ``build`` is :func:`litseg.rag.pipeline.build_chunkset` (passed in so that tests can count
+    ``build`` is :func:`litseg.rag.evaluation.sources.build_chunkset` (passed in so that tests can count
     calls). Sets read from files and the benchmark's sections are built as they are.
     """
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from litseg.rag.rows import text_of
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 
 _PROMPT_KEYS = ("system", "user", "reference", "separator")
@@ -58,9 +59,10 @@ class AnswerGenerator:
     when the class is used on its own.
     """
 
+    # max_tokens and batch_size default to conf/evaluate.yaml's `generation` values (a test checks).
     def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, answer_style: str = "",
-                 max_tokens: int = 64, temperature: float = 0.0, top_n: int | None = None,
-                 max_context_chars: int | None = None, batch_size: int = 16) -> None:
+                 max_tokens: int = 48, temperature: float = 0.0, top_n: int | None = None,
+                 max_context_chars: int | None = None, batch_size: int = 8) -> None:
         missing = [k for k in _PROMPT_KEYS if k not in prompt]
         if missing:
             raise ValueError(f"answer prompt lacks {missing}")
@@ -88,7 +90,7 @@ class AnswerGenerator:
                 used += len(text)
             parts.append(self.prompt["reference"].format(rank=rank, text=text.strip()))
         if not parts:
-            return str(self.prompt.get("no_references", ""))
+            return text_of(self.prompt, "no_references")
         return str(self.prompt["separator"]).join(parts)
 
     def messages(self, item: AnswerInput) -> list[dict[str, str]]:

@@ -32,13 +32,13 @@ import csv
 import html
 import json
 import random
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from litseg.rag.rows import count_of, text_of
 from litseg.rag.human_eval import cohen_kappas, fleiss_kappa, read_key
 
 JUDGEMENTS = ("1", "2", "tie")
@@ -144,6 +144,30 @@ def load_run_answers(run_dir: str | Path) -> dict[str, dict[str, dict[str, Any]]
     return out
 
 
+def _draw_pairs(answers: Mapping[str, Mapping[str, Mapping[str, Any]]], system: str, others: Sequence[str],
+                questions: Mapping[str, Any], n_per_comparison: int, rng: random.Random, notes: list[str]
+                ) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """``(other, qid)`` pairs, up to ``n_per_comparison`` per comparison among the questions both
+    sides answered, shuffled; shortfalls are added to ``notes``."""
+    drawn: list[tuple[str, str]] = []
+    per_comparison: dict[str, int] = {}
+    for other in others:
+        common = sorted(q for q in set(answers[system]) & set(answers[other])
+                        if _usable(answers[system][q]) and _usable(answers[other][q]) and q in questions)
+        if not common:
+            notes.append(f"{system} vs {other}: no question answered by both")
+            continue
+        picked = rng.sample(common, min(n_per_comparison, len(common)))
+        if len(picked) < n_per_comparison:
+            notes.append(f"{system} vs {other}: only {len(picked)} question(s) answered by both, all taken")
+        per_comparison[f"{system} vs {other}"] = len(picked)
+        drawn.extend((other, q) for q in picked)
+    if not drawn:
+        raise ValueError(f"nothing to compare: {'; '.join(notes)}")
+    rng.shuffle(drawn)
+    return drawn, per_comparison
+
+
 def export_pairwise_sheet(answers: Mapping[str, Mapping[str, Mapping[str, Any]]], bench: Any, out_dir: str | Path,
                           *, system: str, others: Sequence[str] | None = None, n_per_comparison: int = 100,
                           window: int = 500, seed: int = 0, title: str = "Answer comparison") -> PairwiseExport:
@@ -167,22 +191,7 @@ def export_pairwise_sheet(answers: Mapping[str, Mapping[str, Mapping[str, Any]]]
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(f"litseg-pairwise-{seed}")
     notes: list[str] = []
-    drawn: list[tuple[str, str]] = []
-    per_comparison: dict[str, int] = {}
-    for other in others:
-        common = sorted(q for q in set(answers[system]) & set(answers[other])
-                        if _usable(answers[system][q]) and _usable(answers[other][q]) and q in questions)
-        if not common:
-            notes.append(f"{system} vs {other}: no question answered by both")
-            continue
-        picked = rng.sample(common, min(n_per_comparison, len(common)))
-        if len(picked) < n_per_comparison:
-            notes.append(f"{system} vs {other}: only {len(picked)} question(s) answered by both, all taken")
-        per_comparison[f"{system} vs {other}"] = len(picked)
-        drawn.extend((other, q) for q in picked)
-    if not drawn:
-        raise ValueError(f"nothing to compare: {'; '.join(notes)}")
-    rng.shuffle(drawn)
+    drawn, per_comparison = _draw_pairs(answers, system, others, questions, n_per_comparison, rng, notes)
     width = max(4, len(str(len(drawn))))
     texts: dict[str, str] = {}
     items: list[dict[str, str]] = []
@@ -341,9 +350,9 @@ def read_pairwise(sources: Iterable[str | Path], key: Mapping[str, Mapping[str, 
                     raise ValueError(f"{path}:{n}: rater {rater!r} judged item {iid} twice")
                 seen.add((rater, iid))
                 outcome = "tie" if side == "tie" else ("win" if side == str(k.get("system_side")) else "loss")
-                records.append({"item_id": iid, "rater": rater, "comparison": k.get("comparison", ""),
-                                "system": k.get("system", ""), "other": k.get("other", ""),
-                                "qid": k.get("qid", ""), "judgement": outcome})
+                records.append({"item_id": iid, "rater": rater, "comparison": text_of(k, "comparison"),
+                                "system": text_of(k, "system"), "other": text_of(k, "other"),
+                                "qid": text_of(k, "qid"), "judgement": outcome})
     df = pd.DataFrame.from_records(records, columns=["item_id", "rater", "comparison", "system", "other", "qid",
                                                      "judgement"])
     df.attrs["blank"] = blank
@@ -389,7 +398,7 @@ def pairwise_summary(df: Any, *, n_resamples: int = 2000, seed: int = 0) -> dict
     (pairwise Cohen's kappa and raw agreement, Fleiss' kappa over the items every rater judged)."""
     if len(df) == 0:
         raise ValueError("no judgements")
-    out: dict[str, Any] = {"comparisons": {}, "blank_judgements": int(df.attrs.get("blank", 0))}
+    out: dict[str, Any] = {"comparisons": {}, "blank_judgements": int(count_of(df.attrs, "blank"))}
     for comp, g in df.groupby("comparison"):
         out["comparisons"][str(comp)] = _rates(g, n_resamples=n_resamples, seed=seed)
     out["all"] = _rates(df, n_resamples=n_resamples, seed=seed)
@@ -426,7 +435,7 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
 def _benchmark_of_run(run_dir: Path) -> Any:
     from omegaconf import OmegaConf
 
-    from litseg.rag.pipeline import load_suite
+    from litseg.rag.evaluation.run import load_suite
 
     cfg_file = run_dir / "config.yaml"
     if not cfg_file.is_file():

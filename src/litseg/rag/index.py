@@ -8,7 +8,7 @@
   counts is exactly the BM25 score computed by the ``bm25s`` library: bm25s precomputes, per
   term and document, ``idf * tf-saturation``; those weights become the sparse vector.
 * :class:`ChunkIndex` writes both vectors of every chunk with its book id to a
-  :class:`~litseg.rag.store.QdrantStore` collection and answers dense and sparse searches
+  :class:`~litseg.rag.stores.qdrant.QdrantStore` collection and answers dense and sparse searches
   restricted to one book.
 
 Nothing here imports torch at module level; the sentence-transformers model loads on first use.
@@ -23,9 +23,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from litseg.rag.config import BM25Config, EmbedderConfig
+    from litseg.rag.stores import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -177,22 +181,26 @@ def _special_tokens(model: Any) -> int:
         return 0
 
 
-def build_dense_encoder(cfg: Mapping[str, Any]) -> DenseEncoder:
+def build_dense_encoder(cfg: "EmbedderConfig | Mapping[str, Any]") -> DenseEncoder:
     """From the ``retrieval.embedder`` config: ``model`` (``default`` = packaged MiniLM, a
     sentence-transformers directory, or ``hashing`` / ``hashing-<dim>``), ``query_prefix``,
-    ``passage_prefix``, ``batch_size``, ``device``."""
-    spec = str(cfg.get("model") or "default")
-    batch = int(cfg.get("batch_size") or 64)
+    ``passage_prefix``, ``batch_size``, ``device`` (a mapping takes the YAML's defaults)."""
+    from litseg.rag.config import EmbedderConfig
+    from litseg.utils.config import from_dict
+
+    if not isinstance(cfg, EmbedderConfig):
+        cfg = from_dict(EmbedderConfig, cfg, "retrieval.embedder")
     model: TextEmbedder
-    if spec.startswith("hashing"):
-        dim = int(spec.split("-", 1)[1]) if "-" in spec else int(cfg.get("dimension") or 384)
-        model = HashingEmbedder(dim)
+    if cfg.model.startswith("hashing"):
+        dim = int(cfg.model.split("-", 1)[1]) if "-" in cfg.model else cfg.dimension
+        model = HashingEmbedder(dim) if dim else HashingEmbedder()
     else:
         from litseg.embeddings import load_embedder
 
-        model = load_embedder(None if spec == "default" else spec, device=cfg.get("device"), batch_size=batch)
-    return DenseEncoder(model, query_prefix=str(cfg.get("query_prefix") or ""),
-                        passage_prefix=str(cfg.get("passage_prefix") or ""), batch_size=batch)
+        model = load_embedder(None if cfg.model == "default" else cfg.model, device=cfg.device,
+                              batch_size=cfg.batch_size)
+    return DenseEncoder(model, query_prefix=cfg.query_prefix, passage_prefix=cfg.passage_prefix,
+                        batch_size=cfg.batch_size)
 
 
 # ----------------------------------------------------------------------------------- sparse side
@@ -212,7 +220,7 @@ class SparseVector:
 
     def dot(self, other: "SparseVector") -> float:
         mine = dict(zip(self.indices, self.values))
-        return float(sum(mine.get(i, 0.0) * v for i, v in zip(other.indices, other.values)))
+        return float(sum(mine[i] * v for i, v in zip(other.indices, other.values) if i in mine))
 
 
 _BM25_METHODS = ("lucene", "robertson", "atire")  # those without a non-occurrence term
@@ -304,10 +312,15 @@ def _load_stemmer(name: str | None) -> Any:
     return Stemmer.Stemmer(name)
 
 
-def build_bm25_encoder(cfg: Mapping[str, Any]) -> BM25Encoder:
-    return BM25Encoder(k1=float(cfg.get("k1", 1.5)), b=float(cfg.get("b", 0.75)),
-                       method=str(cfg.get("method", "lucene")), stopwords=cfg.get("stopwords", "en"),
-                       stemmer=cfg.get("stemmer", "english"), idf_scope=str(cfg.get("idf_scope", "book")))
+def build_bm25_encoder(cfg: "BM25Config | Mapping[str, Any]") -> BM25Encoder:
+    """From the ``retrieval.bm25`` config (a mapping takes the YAML's defaults)."""
+    from litseg.rag.config import BM25Config
+    from litseg.utils.config import from_dict
+
+    if not isinstance(cfg, BM25Config):
+        cfg = from_dict(BM25Config, cfg, "retrieval.bm25")
+    return BM25Encoder(k1=cfg.k1, b=cfg.b, method=cfg.method, stopwords=cfg.stopwords, stemmer=cfg.stemmer,
+                       idf_scope=cfg.idf_scope)
 
 
 # ---------------------------------------------------------------------------------------- index
@@ -343,7 +356,7 @@ class ChunkIndex:
     only scans one book per query (see docs/evaluation.md for the figures).
     """
 
-    def __init__(self, store: Any, collection: str, dense: DenseEncoder | None, bm25: BM25Encoder | None, *,
+    def __init__(self, store: VectorStore, collection: str, dense: DenseEncoder | None, bm25: BM25Encoder | None, *,
                  partition: str = "none") -> None:
         if dense is None and bm25 is None:
             raise ValueError("an index needs a dense encoder, a BM25 encoder, or both")
@@ -397,7 +410,7 @@ class ChunkIndex:
         return self
 
     def _limit(self, book_id: str | None, limit: int | None) -> int:
-        n = self.book_sizes.get(book_id, 0) if book_id is not None else len(self.passages)
+        n = self.book_sizes[book_id] if book_id is not None else len(self.passages)
         return n if limit is None else min(n, int(limit))
 
     def search_dense(self, queries: Sequence[str], book_ids: Sequence[str | None], limit: int | None

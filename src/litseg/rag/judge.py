@@ -76,8 +76,9 @@ def rating_schema(allowed: Sequence[int]) -> dict[str, Any]:
 class RagJudge:
     """Scores contexts and answers with an LLM judge (any backend of the LLM layer)."""
 
+    # max_tokens, batch_size and constrained default to conf/evaluate.yaml's `judge` values (a test checks).
     def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, max_tokens: int = 24,
-                 max_context_chars: int | None = None, batch_size: int = 16, constrained: bool = True) -> None:
+                 max_context_chars: int | None = None, batch_size: int = 8, constrained: bool = True) -> None:
         for metric in METRICS:
             templates = prompt.get(metric)
             if not isinstance(templates, Sequence) or len(templates) < 1:
@@ -87,7 +88,7 @@ class RagJudge:
                     raise ValueError(f"every {metric} template needs 'system' and 'user'")
         self.llm = llm
         self.prompt = prompt
-        self.ratings = [int(r) for r in prompt.get("ratings", (0, 1, 2))]
+        self.ratings = [int(r) for r in prompt["ratings"]]
         if min(self.ratings) != 0 or len(self.ratings) < 2:
             raise ValueError(f"judge ratings must start at 0 and have at least two values, got {self.ratings}")
         self.top = max(self.ratings)

@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from litseg.rag.pipeline import ChunkerResult, EvaluationResult
+    from litseg.rag.evaluation.results import ChunkerResult, EvaluationResult
+    from litseg.training.config import LoggerConfig
+
+from litseg.rag.rows import count_of
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ def fallback_cell(summary: Mapping[str, Any]) -> str:
     if not fb:
         return "–"
     shares = fb.get("shares") or {}
-    cell = " / ".join(_pct(shares.get(k, 0.0)) for k in ("repair", "pieces", "whole_unit"))
+    cell = " / ".join(_pct(count_of(shares, k)) for k in ("repair", "pieces", "whole_unit"))
     other = [f"{k} {_pct(v)}" for k, v in shares.items() if k not in ("repair", "pieces", "whole_unit")]
     return cell + (f" ({', '.join(other)})" if other else "")
 
@@ -152,8 +155,8 @@ def timing_markdown(result: "EvaluationResult") -> str:
     rows = []
     for r in result.results:
         sec = r.summary.get("seconds", {})
-        n_chunks = r.summary.get("chunks", {}).get("n_chunks", "–")
-        rows.append([r.label, str(n_chunks), str(r.summary.get("unit_failures", 0))]
+        n_chunks = (r.summary.get("chunks") or {}).get("n_chunks")
+        rows.append([r.label, _fmt(n_chunks), str(count_of(r.summary, "unit_failures"))]
                     + [_fmt(sec.get(k), 1) for k in keys])
     return markdown_table(head, rows)
 
@@ -235,7 +238,7 @@ def results_markdown(result: "EvaluationResult", plots: Mapping[str, Path] | Non
         f"{', '.join(map(str, result.settings.budgets))}",
         "characters of the ranked chunks. Boundary similarity (lower = cuts between less related text)",
         "must be read with the share of cuts on sentence breaks. Intervals: 95% bootstrap over "
-        + ("books." if all(r.summary.get("resampling", "books") == "books" for r in result.results)
+        + ("books." if all(r.summary.get("resampling") in (None, "books") for r in result.results)
            else "questions (one book only: this understates the uncertainty)."), ""]
     lines += ["Units by fallback: of each LLM chunker's units, the share whose answer was repaired, and the",
               "shares that had no usable answer and became word-capped pieces or stayed whole as one chunk",
@@ -341,15 +344,18 @@ def plot_chunk_lengths(result: "EvaluationResult", path: Path) -> Path | None:
 
 
 # ------------------------------------------------------------------------------------- writers
-def write_report(result: "EvaluationResult", out_dir: Path, report_cfg: Mapping[str, Any] | None = None, *,
-                 logger_cfg: Mapping[str, Any] | None = None, config: Mapping[str, Any] | None = None
+def write_report(result: "EvaluationResult", out_dir: Path, report_cfg: Any = None, *,
+                 logger_cfg: Any = None, config: Mapping[str, Any] | None = None
                  ) -> dict[str, Path]:
     """Write every output of a run into ``out_dir``; returns the files by kind."""
-    rc = dict(report_cfg or {})
+    from litseg.rag.config import logger_settings, report_settings
+
+    rc = report_settings(report_cfg)
+    logger = logger_settings(logger_cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     plots: dict[str, Path] = {}
-    if rc.get("plots", True):
+    if rc.plots:
         for name, fn in (("metrics", plot_metrics), ("chunk_lengths", plot_chunk_lengths)):
             p = fn(result, out_dir / "plots" / f"{name}.png")
             if p is not None:
@@ -374,7 +380,7 @@ def write_report(result: "EvaluationResult", out_dir: Path, report_cfg: Mapping[
             for row in r.per_question:
                 fh.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
     files["per_question"] = qdir
-    if rc.get("save_chunks", True):
+    if rc.save_chunks:
         cdir = out_dir / "chunks"
         cdir.mkdir(exist_ok=True)
         for r in result.results:
@@ -384,12 +390,12 @@ def write_report(result: "EvaluationResult", out_dir: Path, report_cfg: Mapping[
                 for c in r.chunkset.chunks:
                     fh.write(json.dumps(c.to_dict(), ensure_ascii=False, default=_json_default) + "\n")
         files["chunks"] = cdir
-    if logger_cfg and str(logger_cfg.get("backend", logger_cfg.get("name", "none"))) == "wandb":
-        log_to_wandb(result, files, logger_cfg, config)
+    if logger is not None and logger.backend == "wandb":
+        log_to_wandb(result, files, logger, config)
     return files
 
 
-def log_to_wandb(result: "EvaluationResult", files: Mapping[str, Path], cfg: Mapping[str, Any],
+def log_to_wandb(result: "EvaluationResult", files: Mapping[str, Path], cfg: "LoggerConfig",
                  config: Mapping[str, Any] | None = None) -> None:
     """The results table, the pairwise table, the plots and per-chunker summary numbers in one
     W&B run. Without ``WANDB_API_KEY`` (and mode ``auto``) the run is written offline under
@@ -398,12 +404,12 @@ def log_to_wandb(result: "EvaluationResult", files: Mapping[str, Path], cfg: Map
         import wandb
     except ImportError as exc:
         raise ImportError("logger=wandb needs the wandb package (pip install wandb)") from exc
-    mode = str(cfg.get("mode") or "auto")
+    mode = cfg.mode
     if mode == "auto":
         mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
     out_dir = Path(files["markdown"]).parent
-    run = wandb.init(project=str(cfg.get("project") or "litseg"), entity=cfg.get("entity"), mode=mode,
-                     group=cfg.get("group"), tags=list(cfg.get("tags") or []), name=out_dir.name,
+    run = wandb.init(project=cfg.project, entity=cfg.entity, mode=mode, group=cfg.group, tags=list(cfg.tags),
+                     name=out_dir.name,
                      job_type="evaluate",
                      dir=str(out_dir), config=dict(config or {}), reinit="finish_previous")
     try:

@@ -16,10 +16,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.rag.retrieve import Retrieved
+
+if TYPE_CHECKING:
+    from litseg.rag.config import RerankConfig
 
 
 class Reranker:
@@ -170,32 +173,34 @@ class LLMReranker(Reranker):
 
     def identity(self) -> dict[str, Any]:
         ident = getattr(self.llm, "identity", None)
-        return {**super().identity(), "prompt": self.prompt.get("version", self.prompt.get("name")),
+        version = self.prompt["version"] if "version" in self.prompt else self.prompt.get("name")
+        return {**super().identity(), "prompt": version,
                 "model": ident() if callable(ident) else getattr(self.llm, "name", None),
                 "calls": self.calls, "failures": self.failures}
 
 
-def build_reranker(cfg: Mapping[str, Any] | None, *, llm_factory: Any = None,
+def build_reranker(cfg: "RerankConfig | Mapping[str, Any] | None", *, llm_factory: Any = None,
                    prompt: Mapping[str, Any] | None = None) -> Reranker:
     """From the ``retrieval.rerank`` config: ``kind`` (none | cross_encoder | llm), ``top_n``,
     ``model`` (cross-encoder directory), ``batch_size``, ``max_chars`` (llm: passage characters
-    shown); ``llm_factory()`` builds the model for ``kind: llm`` (the judge model) and ``prompt``
-    is the reranker prompt (``conf/prompt/rag_rerank.yaml``)."""
-    cfg = dict(cfg or {})
-    kind = str(cfg.get("kind") or "none")
-    top_n = int(cfg.get("top_n") or 20)
-    if kind == "none":
-        return Reranker(top_n)
-    if kind == "cross_encoder":
-        if not cfg.get("model"):
+    shown); a mapping takes the YAML's defaults. ``llm_factory()`` builds the model for
+    ``kind: llm`` (the judge model) and ``prompt`` is the reranker prompt
+    (``conf/prompt/rag_rerank.yaml``; default: ``cfg.prompt``)."""
+    from litseg.rag.config import RerankConfig
+    from litseg.utils.config import from_dict
+
+    if not isinstance(cfg, RerankConfig):
+        cfg = from_dict(RerankConfig, cfg, "retrieval.rerank")
+    prompt = prompt if prompt is not None else cfg.prompt
+    if cfg.kind == "none":
+        return Reranker(cfg.top_n)
+    if cfg.kind == "cross_encoder":
+        if not cfg.model:
             raise ValueError("retrieval.rerank.kind=cross_encoder needs retrieval.rerank.model (a local directory)")
-        return CrossEncoderReranker(str(cfg["model"]), top_n=top_n, batch_size=int(cfg.get("batch_size") or 32),
-                                    max_length=cfg.get("max_length", 512), device=cfg.get("device"))
-    if kind == "llm":
-        if llm_factory is None or prompt is None:
-            raise ValueError("retrieval.rerank.kind=llm needs an llm config and the rag_rerank prompt "
-                             "(retrieval.rerank.prompt)")
-        return LLMReranker(llm_factory(), prompt, top_n=top_n, max_chars=int(cfg.get("max_chars") or 4000),
-                           batch_size=int(cfg.get("batch_size") or 16),
-                           constrained=bool(cfg.get("constrained", True)))
-    raise ValueError(f"retrieval.rerank.kind must be none, cross_encoder or llm, got {kind!r}")
+        return CrossEncoderReranker(cfg.model, top_n=cfg.top_n, batch_size=cfg.batch_size, max_length=cfg.max_length,
+                                    device=cfg.device)
+    if llm_factory is None or prompt is None:
+        raise ValueError("retrieval.rerank.kind=llm needs an llm config and the rag_rerank prompt "
+                         "(retrieval.rerank.prompt)")
+    return LLMReranker(llm_factory(), prompt, top_n=cfg.top_n, max_chars=cfg.max_chars, batch_size=cfg.batch_size,
+                       constrained=cfg.constrained)

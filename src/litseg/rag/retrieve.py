@@ -7,11 +7,15 @@ first, then the chunk's place in its book, so results never depend on the store'
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litseg.rag.index import ChunkIndex, Hit
+
+if TYPE_CHECKING:
+    from litseg.rag.config import RetrievalConfig
 
 MODES = ("hybrid", "dense", "sparse")
 FUSIONS = ("rrf", "weighted")
@@ -40,11 +44,11 @@ def rrf_scores(rankings: Sequence[Sequence[int]], k: float = 60.0, weights: Sequ
     weights = [1.0] * len(rankings) if weights is None else list(weights)
     if len(weights) != len(rankings):
         raise ValueError("one weight per ranking")
-    out: dict[int, float] = {}
+    out: defaultdict[int, float] = defaultdict(float)
     for w, ranking in zip(weights, rankings):
         for rank, item in enumerate(ranking, 1):
-            out[item] = out.get(item, 0.0) + w / (k + rank)
-    return out
+            out[item] += w / (k + rank)
+    return dict(out)
 
 
 def minmax(scores: Mapping[int, float]) -> dict[int, float]:
@@ -61,11 +65,11 @@ def weighted_scores(score_maps: Sequence[Mapping[int, float]], weights: Sequence
     """Weighted sum of min-max-normalised scores; a candidate missing from a list gets 0 there."""
     if len(score_maps) != len(weights):
         raise ValueError("one weight per score list")
-    out: dict[int, float] = {}
+    out: defaultdict[int, float] = defaultdict(float)
     for w, scores in zip(weights, score_maps):
         for d, s in minmax(scores).items():
-            out[d] = out.get(d, 0.0) + w * s
-    return out
+            out[d] += w * s
+    return dict(out)
 
 
 def ranked(scores: Mapping[int, float], tiebreak: Sequence[Any]) -> list[int]:
@@ -93,12 +97,10 @@ class RetrievalSettings:
             raise ValueError("retrieval weights must be >= 0 and not both 0")
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "RetrievalSettings":
-        cand = cfg.get("candidates", 100)
-        return cls(mode=str(cfg.get("mode", "hybrid")), fusion=str(cfg.get("fusion", "rrf")),
-                   rrf_k=float(cfg.get("rrf_k", 60)), dense_weight=float(cfg.get("dense_weight", 1.0)),
-                   sparse_weight=float(cfg.get("sparse_weight", 1.0)),
-                   candidates=None if cand is None else int(cand))
+    def from_config(cls, cfg: "RetrievalConfig") -> "RetrievalSettings":
+        """The fusion settings of a typed ``retrieval`` config."""
+        return cls(mode=cfg.mode, fusion=cfg.fusion, rrf_k=cfg.rrf_k, dense_weight=cfg.dense_weight,
+                   sparse_weight=cfg.sparse_weight, candidates=cfg.candidates)
 
 
 class HybridRetriever:

@@ -210,7 +210,8 @@ def html_to_text(markup: bytes | str) -> tuple[str, str, str, str]:
     title_tag = soup.find("title")
     title = _WS.sub(" ", title_tag.get_text()).strip() if title_tag else ""
     meta = soup.find("meta", attrs={"name": re.compile(r"^(author|dc\.creator)$", re.I)})
-    author = str(meta.get("content", "")).strip() if meta else ""
+    content = meta.get("content") if meta else None  # an HTML attribute: absent is None
+    author = "" if content is None else str(content).strip()
     paragraphs: list[str] = []
     _collect(soup.body or soup, paragraphs, [])
     encoding = getattr(soup, "original_encoding", None) or "utf-8"

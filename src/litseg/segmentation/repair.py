@@ -20,6 +20,7 @@ Postcondition (property-tested): ``validate_segments(repair_segments(s, n)[0], n
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -159,10 +160,10 @@ MAX_REPAIRS_PER_KIND = 20
 def _folded(repairs: list[Repair]) -> list[Repair]:
     """At most :data:`MAX_REPAIRS_PER_KIND` records per kind, then one that counts the rest
     (a pathological answer must not make the diagnostics huge)."""
-    seen: dict[RepairKind, int] = {}
+    seen: Counter[RepairKind] = Counter()
     out: list[Repair] = []
     for r in repairs:
-        seen[r.kind] = seen.get(r.kind, 0) + 1
+        seen[r.kind] += 1
         if seen[r.kind] <= MAX_REPAIRS_PER_KIND:
             out.append(r)
     for kind, count in seen.items():

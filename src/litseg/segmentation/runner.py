@@ -162,6 +162,10 @@ class SegmentationOutcome:
     messages: list[dict[str, str]] = field(default_factory=list)  # the conversation as sent last
 
 
+# The best attempt so far: damage, attempt, parsed answer, its segments, the raw reply.
+_Best = tuple[int, int, BaseModel, list[Segment], str]
+
+
 def segment_with_retries(
     ask: Ask,
     messages: list[dict[str, str]],
@@ -188,6 +192,30 @@ def segment_with_retries(
     with ``limits`` (the limits the answer was decoded under) every parsed answer is checked for
     fields that reached them (``limit_hits`` on the try, and on the diagnostics for the chosen one).
     """
+    _check_arguments(n, sentence_words, max_retries, fallback)
+    diag = SegmentationDiagnostics()
+    conversation = list(messages)
+    best: _Best | None = None
+    for attempt in range(max_retries + 1):
+        completion = ask(list(conversation))
+        record = _record_try(diag, attempt, completion)
+        if completion.error is not None:
+            _backend_failed(diag, record, attempt, completion)
+            continue
+        issues, best = _read_reply(completion, record, attempt, best, n=n, answer_model=answer_model,
+                                   extract_segments=extract_segments, limits=limits)
+        if record.valid:
+            break
+        if attempt < max_retries:
+            conversation += _feedback_turn(completion, feedback(issues, n))
+    if best is None:
+        return _without_answer(diag, conversation, n=n, sentence_words=sentence_words,
+                               max_fallback_words=max_fallback_words, fallback=fallback)
+    return _from_best(best, diag, conversation, n=n, sentence_words=sentence_words,
+                      max_fallback_words=max_fallback_words, fallback=fallback)
+
+
+def _check_arguments(n: int, sentence_words: Sequence[int], max_retries: int, fallback: str) -> None:
     check_unit_fallback(fallback)
     if n < 1:
         raise ValueError(f"a unit to segment needs at least one sentence, got n={n}")
@@ -196,70 +224,87 @@ def segment_with_retries(
     if max_retries < 0:
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
 
-    diag = SegmentationDiagnostics()
-    conversation = list(messages)
-    best: tuple[int, int, BaseModel, list[Segment], str] | None = None  # damage, attempt, ...
 
-    for attempt in range(max_retries + 1):
-        completion = ask(list(conversation))
-        diag.tries += 1
-        record = TryRecord(
-            attempt=attempt, parsed=False, valid=False, n_segments=0, issues=[], notes=[],
-            prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-            cached_tokens=completion.cached_tokens, seconds=completion.seconds,
-            finish_reason=completion.finish_reason, from_cache=completion.from_cache,
-            error=completion.error,
-        )
-        diag.attempts.append(record)
-        if completion.error is not None:
-            record.issues = [ValidationIssue(IssueCode.BACKEND_ERROR, completion.error).to_dict()]
-            if is_unavailable(completion):
-                diag.notes.append(f"try {attempt + 1}: the model could not be reached; the unit is not segmented")
-                raise ModelUnreachable(completion.error, diag.to_dict())
-            continue
+def _record_try(diag: SegmentationDiagnostics, attempt: int, completion: Completion) -> TryRecord:
+    """Count the call and start its record with what the backend reported."""
+    diag.tries += 1
+    record = TryRecord(
+        attempt=attempt, parsed=False, valid=False, n_segments=0, issues=[], notes=[],
+        prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+        cached_tokens=completion.cached_tokens, seconds=completion.seconds,
+        finish_reason=completion.finish_reason, from_cache=completion.from_cache,
+        error=completion.error,
+    )
+    diag.attempts.append(record)
+    return record
 
-        result = parse_answer(completion.text, answer_model, n=n)
-        record.notes = result.notes
-        issues: list[ValidationIssue] = list(result.errors)
-        if result.value is not None:
-            segments = extract_segments(result.value)
-            issues += validate_segments(segments, n)
-            record.parsed = True
-            if limits is not None:
-                record.limit_hits = [h.to_dict() for h in limit_hits(result.value, limits, n)]
-            record.n_segments = len(segments)
-            score = damage(issues, n)
-            # Ties go to the later attempt: it has seen the feedback.
-            if best is None or score <= best[0]:
-                best = (score, attempt, result.value, segments, completion.text)
-        if completion.finish_reason == "length":
-            record.notes = [*record.notes, "reply cut at the token limit"]
-        record.issues = _recorded_issues(issues)
-        record.valid = record.parsed and not blocking_issues(issues)
-        if record.valid:
-            break
-        if attempt < max_retries:
-            request = feedback(issues, n)
-            if completion.finish_reason == "length":
-                request += f"\n{CUT_OFF_NOTICE}"
-            conversation += [
-                # A lone surrogate in the reply could not be sent (or cached) again.
-                {"role": "assistant", "content": clean_text(completion.text)[0]},
-                {"role": "user", "content": request},
-            ]
 
-    if best is None:
-        diag.fallback, diag.unit_fallback = "whole_unit", fallback
-        if fallback == "pieces":
-            segments = whole_unit_segments(n, sentence_words, max_fallback_words)
-            diag.notes.append(f"no readable answer in {diag.tries} tries; unit split into "
-                              f"{len(segments)} segment(s) under a cap of {max_fallback_words} words")
-        else:
-            segments = [Segment(from_idx=1, to_idx=n)]
-            diag.notes.append(f"no readable answer in {diag.tries} tries; the unit is kept whole as one chunk")
-        diag.overlap = overlap_stats(segments, n)
-        return SegmentationOutcome(segments, diag, None, None, conversation)
+def _backend_failed(diag: SegmentationDiagnostics, record: TryRecord, attempt: int,
+                    completion: Completion) -> None:
+    """Record a failed call; raise :class:`ModelUnreachable` when the model never saw it."""
+    record.issues = [ValidationIssue(IssueCode.BACKEND_ERROR, completion.error).to_dict()]
+    if is_unavailable(completion):
+        diag.notes.append(f"try {attempt + 1}: the model could not be reached; the unit is not segmented")
+        raise ModelUnreachable(completion.error, diag.to_dict())
 
+
+def _read_reply(completion: Completion, record: TryRecord, attempt: int, best: _Best | None, *,
+                n: int, answer_model: type[BaseModel],
+                extract_segments: Callable[[BaseModel], list[Segment]],
+                limits: SchemaLimits | None) -> tuple[list[ValidationIssue], _Best | None]:
+    """Parse and validate one reply into its record; the issues, and the best attempt so far."""
+    result = parse_answer(completion.text, answer_model, n=n)
+    record.notes = result.notes
+    issues: list[ValidationIssue] = list(result.errors)
+    if result.value is not None:
+        segments = extract_segments(result.value)
+        issues += validate_segments(segments, n)
+        record.parsed = True
+        if limits is not None:
+            record.limit_hits = [h.to_dict() for h in limit_hits(result.value, limits, n)]
+        record.n_segments = len(segments)
+        score = damage(issues, n)
+        # Ties go to the later attempt: it has seen the feedback.
+        if best is None or score <= best[0]:
+            best = (score, attempt, result.value, segments, completion.text)
+    if completion.finish_reason == "length":
+        record.notes = [*record.notes, "reply cut at the token limit"]
+    record.issues = _recorded_issues(issues)
+    record.valid = record.parsed and not blocking_issues(issues)
+    return issues, best
+
+
+def _feedback_turn(completion: Completion, request: str) -> list[dict[str, str]]:
+    """The model's reply and the correction request, to be appended to the conversation."""
+    if completion.finish_reason == "length":
+        request += f"\n{CUT_OFF_NOTICE}"
+    return [
+        # A lone surrogate in the reply could not be sent (or cached) again.
+        {"role": "assistant", "content": clean_text(completion.text)[0]},
+        {"role": "user", "content": request},
+    ]
+
+
+def _without_answer(diag: SegmentationDiagnostics, conversation: list[dict[str, str]], *, n: int,
+                    sentence_words: Sequence[int], max_fallback_words: int,
+                    fallback: str) -> SegmentationOutcome:
+    """No attempt could be read: the unit-level fallback (whole unit, or pieces under a cap)."""
+    diag.fallback, diag.unit_fallback = "whole_unit", fallback
+    if fallback == "pieces":
+        segments = whole_unit_segments(n, sentence_words, max_fallback_words)
+        diag.notes.append(f"no readable answer in {diag.tries} tries; unit split into "
+                          f"{len(segments)} segment(s) under a cap of {max_fallback_words} words")
+    else:
+        segments = [Segment(from_idx=1, to_idx=n)]
+        diag.notes.append(f"no readable answer in {diag.tries} tries; the unit is kept whole as one chunk")
+    diag.overlap = overlap_stats(segments, n)
+    return SegmentationOutcome(segments, diag, None, None, conversation)
+
+
+def _from_best(best: _Best, diag: SegmentationDiagnostics, conversation: list[dict[str, str]], *,
+               n: int, sentence_words: Sequence[int], max_fallback_words: int,
+               fallback: str) -> SegmentationOutcome:
+    """The best attempt, repaired so that it covers the unit, with what was done recorded."""
     score, attempt, answer, raw_segments, text = best
     diag.chosen_attempt = attempt
     segments, diag.repairs = repair_segments(raw_segments, n, sentence_words=sentence_words,

@@ -263,9 +263,8 @@ class SchemaLimits:
     def text_tokens(self, model: type[BaseModel], chars_per_token: float = CHARS_PER_TOKEN) -> int:
         """Tokens the free-text fields of one ``model`` answer may take at their limits (one
         item per list; lists of text are counted once): what a token budget must leave room for."""
-        total = 0
-        for name in _string_fields(model):
-            total += self.text.get(name, 0)
+        # a string field without a text bound adds nothing
+        total = sum(self.text[name] for name in _string_fields(model) if name in self.text)
         return int(total / chars_per_token + 0.999)
 
 

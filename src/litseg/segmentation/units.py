@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from litseg.segmentation import sentences as _sentences
 from litseg.segmentation.gutenberg import credit_spans, gutenberg_bounds, header_end
-from litseg.segmentation.structure import Segment, Structure, analyze_structure
+from litseg.segmentation.structure import StructuralUnit, Structure, analyze_structure
 from litseg.segmentation.types import Document, MatterSpan, Unit
 
 _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[^\S\r\n]*(?:\r\n|\r(?!\n)|\n)\s*")
@@ -63,7 +63,7 @@ def units_from_structure(doc: Document, structure: Structure, *, max_words: int 
         if front and segments:
             fs = front[0].start
             fe = _rstrip(doc.text, fs, segments[0].start)
-            segments.insert(0, Segment(fs, fe, "front_matter", "Front matter", []))
+            segments.insert(0, StructuralUnit(fs, fe, "front_matter", "Front matter", []))
             body_start = fs
             matter = [m for m in matter if m.where != "front"]
     doc.matter = _credit_spans(doc.text, min([body_start] + [m.start for m in matter])) + matter
@@ -112,7 +112,7 @@ class _Paragraphs:
         return _pack(text, pieces, max_words)
 
 
-def build_units(doc: Document, segments: list[Segment], *, max_words: int,
+def build_units(doc: Document, segments: list[StructuralUnit], *, max_words: int,
                 paragraphs: list[tuple[int, int, int]] | None = None) -> list[Unit]:
     """Units from structure segments, with ids, indices and cap splitting. An overlong segment
     with children (the chapters of a story, the sections of a chapter) is cut at them first;
@@ -145,7 +145,7 @@ def build_units(doc: Document, segments: list[Segment], *, max_words: int,
     return units
 
 
-def _split_at_children(text: str, start: int, end: int, seg: Segment, max_words: int,
+def _split_at_children(text: str, start: int, end: int, seg: StructuralUnit, max_words: int,
                        cap: Callable[[int, int, int], list[tuple[int, int]]] | None = None,
                        ) -> list[tuple[int, int, str]]:
     """Pieces of an overlong segment cut at its children's headings, each child capped on its

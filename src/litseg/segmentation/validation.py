@@ -176,13 +176,20 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
     """All issues of ``segments`` for a unit of ``n`` sentences, blocking ones first."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    issues: list[ValidationIssue] = []
-    cosmetic: list[ValidationIssue] = []
     if not segments:
         if n > 0:
-            issues.append(ValidationIssue(IssueCode.EMPTY, f"no segments; sentences 1-{n} must be covered"))
-        return issues
+            return [ValidationIssue(IssueCode.EMPTY, f"no segments; sentences 1-{n} must be covered")]
+        return []
+    issues = _range_issues(segments, n) + _end_issues(segments, n) + _spread_issues(segments, n)
+    covered = covered_indices(segments, n)
+    issues += _uncovered_issues(covered, n)
+    context, cosmetic = _per_segment_issues(segments, n, covered)
+    return issues + context + cosmetic
 
+
+def _range_issues(segments: Sequence[Segment], n: int) -> list[ValidationIssue]:
+    """Main ranges written backwards or reaching outside ``1..n``."""
+    issues: list[ValidationIssue] = []
     for pos, s in enumerate(segments):
         if s.from_idx > s.to_idx:
             issues.append(ValidationIssue(
@@ -195,7 +202,12 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
                 IssueCode.RANGE_OUT_OF_BOUNDS,
                 f"segment {pos + 1}: range {s.from_idx}-{s.to_idx} is outside 1-{n}",
                 pos, (s.from_idx, s.to_idx)))
+    return issues
 
+
+def _end_issues(segments: Sequence[Segment], n: int) -> list[ValidationIssue]:
+    """No segment starting at sentence 1, or none ending at sentence ``n``."""
+    issues: list[ValidationIssue] = []
     if not any(s.from_idx == 1 for s in segments):
         first = min(s.from_idx for s in segments)
         issues.append(ValidationIssue(
@@ -206,7 +218,12 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
         issues.append(ValidationIssue(
             IssueCode.LAST_NOT_N, f"no segment ends at sentence {n} (latest end is {last})",
             None, (last,)))
+    return issues
 
+
+def _spread_issues(segments: Sequence[Segment], n: int) -> list[ValidationIssue]:
+    """Main ranges, or context lists, that repeat the unit's text more than :data:`MAX_SPREAD` times."""
+    issues: list[ValidationIssue] = []
     main_total, context_total = spread(segments, n)
     if main_total > MAX_SPREAD * n:
         issues.append(ValidationIssue(
@@ -218,14 +235,26 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
             IssueCode.SPREAD_LIMIT,
             f"the context_idx lists name {context_total} sentences for a unit of {n}: keep only the "
             "few sentences each block really needs", None, (context_total,)))
+    return issues
 
-    covered = covered_indices(segments, n)
+
+def _uncovered_issues(covered: set[int], n: int) -> list[ValidationIssue]:
+    """One issue per run of sentences that no main range holds."""
+    issues: list[ValidationIssue] = []
     for a, b in runs(set(range(1, n + 1)) - covered):
         where = f"sentence {a}" if a == b else f"sentences {a}-{b}"
         issues.append(ValidationIssue(
             IssueCode.UNCOVERED, f"{where} not inside any segment's from_idx-to_idx range",
             None, tuple(range(a, b + 1))))
+    return issues
 
+
+def _per_segment_issues(segments: Sequence[Segment], n: int,
+                        covered: set[int]) -> tuple[list[ValidationIssue], list[ValidationIssue]]:
+    """Context indices outside the unit or uncovered (blocking), and the cosmetic issues:
+    redundant context, repeated ranges, segments out of order."""
+    issues: list[ValidationIssue] = []
+    cosmetic: list[ValidationIssue] = []
     seen_ranges: dict[tuple[int, int], int] = {}
     for pos, s in enumerate(segments):
         outside = sorted({c for c in s.context_idx if not 1 <= c <= n})
@@ -259,7 +288,7 @@ def validate_segments(segments: Sequence[Segment], n: int) -> list[ValidationIss
                 IssueCode.OUT_OF_ORDER,
                 f"segment {pos + 1} starts at {s.from_idx}, before segment {pos} ({segments[pos - 1].from_idx})",
                 pos, (segments[pos - 1].from_idx, s.from_idx)))
-    return issues + cosmetic
+    return issues, cosmetic
 
 
 _MAX_FEEDBACK_LINES = 8

@@ -111,19 +111,20 @@ def minimal_instance(schema: dict[str, Any], root: dict[str, Any] | None = None)
     for combo in ("anyOf", "oneOf", "allOf"):
         if schema.get(combo):
             return minimal_instance(schema[combo][0], root)
-    kind = schema.get("type", "object")
+    kind = schema.get("type") or "object"  # JSON Schema: no type, any value; an object will do
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object":
-        props = schema.get("properties", {})
-        return {name: minimal_instance(props.get(name, {}), root) for name in schema.get("required", [])}
+        props = schema.get("properties") or {}
+        return {name: minimal_instance(props.get(name) or {}, root) for name in schema.get("required") or []}
     if kind == "array":
-        items = schema.get("items", {})
-        return [minimal_instance(items, root) for _ in range(int(schema.get("minItems", 0)))]
+        items = schema.get("items") or {}
+        return [minimal_instance(items, root) for _ in range(int(schema.get("minItems") or 0))]
     if kind == "string":
-        return "x" * int(schema.get("minLength", 0))
+        return "x" * int(schema.get("minLength") or 0)
     if kind in ("integer", "number"):
-        low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        bound = "minimum" if "minimum" in schema else "exclusiveMinimum"
+        low = schema[bound] if bound in schema else 0
         value = low + 1 if "exclusiveMinimum" in schema and "minimum" not in schema else low
         return int(value) if kind == "integer" else float(value)
     if kind == "boolean":
@@ -136,7 +137,7 @@ def default_responder(body: dict[str, Any]) -> str:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         return json.dumps(minimal_instance(fmt["json_schema"]["schema"]))
-    users = [m.get("content", "") for m in body.get("messages", []) if m.get("role") == "user"]
+    users = [m.get("content") or "" for m in body.get("messages") or [] if m.get("role") == "user"]
     return f"echo: {users[-1] if users else ''}"
 
 
@@ -300,10 +301,10 @@ class FakeOpenAIServer:
                         break
                     name, _, value = line.decode("latin-1").partition(":")
                     headers[name.strip().lower()] = value.strip()
-                length = int(headers.get("content-length", "0") or 0)
+                length = int(headers.get("content-length") or 0)
                 raw = await reader.readexactly(length) if length else b""
                 keep_alive = await self._dispatch(method, path.split("?", 1)[0], headers, raw, writer)
-                if not keep_alive or headers.get("connection", "").lower() == "close":
+                if not keep_alive or (headers.get("connection") or "").lower() == "close":
                     break
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             pass
@@ -319,7 +320,7 @@ class FakeOpenAIServer:
     ) -> None:
         reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
                   429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
-        head = [f"HTTP/1.1 {status} {reason.get(status, 'Status')}", "Content-Type: application/json",
+        head = [f"HTTP/1.1 {status} {reason.get(status) or 'Status'}", "Content-Type: application/json",
                 f"Content-Length: {len(payload)}"]
         head += [f"{k}: {v}" for k, v in (extra or {}).items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + payload)
@@ -421,14 +422,14 @@ class FakeOpenAIServer:
             content = "{'segments': [unquoted, 'and', trailing,,"
         elif kind == "truncated":
             content, finish = content[: max(1, len(content) // 2)], "length"
-        messages = body.get("messages", [])
-        prompt_tokens = sum(_estimate_tokens(str(m.get("content", ""))) + 4 for m in messages)
+        messages = body.get("messages") or []
+        prompt_tokens = sum(_estimate_tokens(str(m.get("content") or "")) + 4 for m in messages)
         # A prefix-cache stand-in: everything before the last message counts as cached once seen.
         prefix = json.dumps(messages[:-1], sort_keys=True)
         cached = 0
         if len(messages) > 1:
             if prefix in self._seen_prefixes:
-                cached = sum(_estimate_tokens(str(m.get("content", ""))) + 4 for m in messages[:-1])
+                cached = sum(_estimate_tokens(str(m.get("content") or "")) + 4 for m in messages[:-1])
             self._seen_prefixes.add(prefix)
         usage = {
             "prompt_tokens": reply.prompt_tokens if reply.prompt_tokens is not None else prompt_tokens,

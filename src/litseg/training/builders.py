@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,13 @@ from litseg.training.config import (
     TrainConfig,
 )
 
+from litseg.training.launch import is_main_process, world_size  # noqa: F401 - re-exported
+
 log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------
 # Devices and models
-
-
-def world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 def device_kind() -> str:
@@ -61,7 +54,7 @@ def torch_dtype(name: str) -> Any:
 def resolve_model_path(model: ModelConfig) -> str:
     """A directory (or hub id) that ``from_pretrained`` loads: ``tiny`` and ``embedded`` resolved."""
     if model.path == "tiny":
-        from litseg.testing.tiny_models import tiny_causal_lm_dir
+        from litseg.training.tiny_model import tiny_causal_lm_dir
 
         return str(tiny_causal_lm_dir())
     if model.path == "embedded":

@@ -17,8 +17,6 @@ from typing import Any
 
 from litseg.utils.config import ConfigError, config_schema, from_dict, to_plain
 
-_plain = to_plain  # kept for callers of the old private name
-
 STAGE_KINDS = ("sft", "grpo")
 
 
@@ -166,6 +164,29 @@ class RewardSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+@config_schema("rewards", entry="train")
+@dataclass
+class RewardsConfig:
+    """The built-in rewards of ``conf/rewards/*.yaml``, each a :class:`RewardSpec` (the YAML holds
+    every value, so no field has a default of its own). ``TrainConfig.rewards`` reads the group as
+    a mapping of name -> RewardSpec, so a reward of your own (``+rewards.mine={function:
+    my_pkg.mod:fn, ...}``) is typed by RewardSpec too."""
+
+    format: RewardSpec
+    judge: RewardSpec
+    boundary: RewardSpec | None = None  # conf/rewards/cpu.yaml: agreement with the teacher's cuts
+
+    @classmethod
+    def __config_dispatch__(cls, data: Mapping[str, Any], where: str) -> type:
+        """A reward added by a new ``conf/rewards`` file (``mine: {function: mine, ...}``) is one
+        more RewardSpec, so a new reward needs no field here (docs/extending.md)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        extra = sorted(str(k) for k in data if k not in known)
+        if not extra:
+            return cls
+        return dataclasses.make_dataclass(cls.__name__, [(k, RewardSpec | None, None) for k in extra], bases=(cls,))
+
+
 @config_schema("logger", entry="train", default_option="none")
 @dataclass
 class LoggerConfig:
@@ -239,7 +260,7 @@ _NON_SETTINGS = {"hydra", "debug"}
 
 def train_config_from(cfg: Any) -> TrainConfig:
     """The typed :class:`TrainConfig` of a composed ``train.yaml`` (DictConfig or dict)."""
-    data = _plain(cfg)
+    data = to_plain(cfg)
     if not isinstance(data, Mapping):
         raise ConfigError(f"train config must be a mapping, got {type(data).__name__}")
     data = {k: v for k, v in data.items() if k not in _NON_SETTINGS}

@@ -19,13 +19,14 @@ import hashlib
 import json
 import logging
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from litseg.chunkers.llm_common import number_sentences, render_single_pass_messages
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import blocking_issues, validate_segments
@@ -59,7 +60,7 @@ class DataReport:
 
     runs: list[str] = field(default_factory=list)
     units_read: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)
+    dropped: Counter[str] = field(default_factory=Counter)  # reason -> units
     examples: dict[str, int] = field(default_factory=dict)
     books: dict[str, list[str]] = field(default_factory=dict)
     prompt_tokens: dict[str, float] = field(default_factory=dict)
@@ -72,10 +73,19 @@ class DataReport:
         return sum(self.examples.values())
 
     def drop(self, reason: str, n: int = 1) -> None:
-        self.dropped[reason] = self.dropped.get(reason, 0) + n
+        self.dropped[reason] += n
+
+    def n_examples(self, split: str) -> int:
+        """Examples kept in ``split`` (0: no such split, e.g. too few books for it)."""
+        return self.examples[split] if split in self.examples else 0
+
+    def longest_completion(self) -> int | None:
+        """The longest teacher answer in tokens (None when no example was kept)."""
+        return int(self.completion_tokens["max"]) or None if "max" in self.completion_tokens else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "kept": self.kept, "dropped_total": sum(self.dropped.values())}
+        return {**asdict(self), "dropped": dict(self.dropped), "kept": self.kept,
+                "dropped_total": sum(self.dropped.values())}
 
     def summary(self) -> str:
         drops = ", ".join(f"{k}: {v}" for k, v in sorted(self.dropped.items())) or "none"
@@ -110,7 +120,7 @@ def check_teacher_runs(run_dirs: Iterable[Path]) -> None:
     """Refuse runs of a chunker that is not a teacher (a baseline's run has no segmentations to
     learn: every unit would be dropped as ``segments_invalid``). The method is read from
     ``run_summary.json``, else from the first chunk; a run that records neither is let through."""
-    from litseg.annotation.store import iter_jsonl
+    from litseg.utils.jsonl import iter_jsonl
 
     wrong = []
     for run in run_dirs:
@@ -143,13 +153,41 @@ def _workflow(row: Mapping[str, Any]) -> dict[str, Any]:
             "step_3_turning_points": list(s3.get("step_3_turning_points") or []),
         }
     answer = row.get("answer") or {}
-    step3 = answer.get("step3") or {}
+    step1, step2, step3 = (answer.get(k) or {} for k in ("step1", "step2", "step3"))
     return {
-        "step_1_events": (answer.get("step1") or {}).get("step_1_events", ""),
-        "step_2_threads": (answer.get("step2") or {}).get("step_2_threads", ""),
-        "chapter_title": step3.get("chapter_title", answer.get("chapter_title", "")),
+        "step_1_events": _answer_field(step1, "step_1_events"),
+        "step_2_threads": _answer_field(step2, "step_2_threads"),
+        "chapter_title": _answer_field(step3 if "chapter_title" in step3 else answer, "chapter_title"),
         "step_3_turning_points": list(step3.get("step_3_turning_points") or []),
     }
+
+
+def _answer_field(part: Mapping[str, Any], key: str) -> Any:
+    """A field of the parsed single-pass answer (the model's own JSON): one it left out reads as
+    empty text, anything else as written."""
+    return part[key] if key in part else ""
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """The fields of a ``diagnostics.jsonl`` row the builder reads. annotate.py writes ``key`` (the
+    store), ``book_id``, ``unit_id`` and ``fallback`` (``none`` | ``repair`` | ``whole_unit``) on
+    every row; ``error`` is set on a failed unit only; ``n_sentences`` and ``segments`` (the final
+    answer) are absent for a chunker that has none."""
+
+    key: str
+    book_id: str
+    unit_id: str
+    fallback: str
+    error: Any
+    n_sentences: int | None
+    segments: list[Any]
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> LedgerRow:
+        return cls(key=str(row["key"]), book_id=str(row["book_id"]), unit_id=str(row["unit_id"]),
+                   fallback=str(row["fallback"]), error=row.get("error"), n_sentences=row.get("n_sentences"),
+                   segments=list(row.get("segments") or []))
 
 
 def read_teacher_units(run_dir: str | Path, report: DataReport, *, drop_fallbacks: Sequence[str] = ("whole_unit",),
@@ -158,31 +196,33 @@ def read_teacher_units(run_dir: str | Path, report: DataReport, *, drop_fallback
     run = Path(run_dir)
     texts: dict[str, dict[int, str]] = {}
     paras: dict[str, dict[int, bool]] = {}
+    # sentences.jsonl rows (annotate's sentence_rows + the store's unit_key): idx, text, and
+    # para (whether the sentence opens a paragraph) in runs made since it was recorded.
     for s in read_jsonl(run / "sentences.jsonl"):
-        texts.setdefault(str(s.get("unit_key")), {})[int(s["idx"])] = str(s.get("text", ""))
+        texts.setdefault(str(s["unit_key"]), {})[int(s["idx"])] = str(s["text"])
         if "para" in s:
-            paras.setdefault(str(s.get("unit_key")), {})[int(s["idx"])] = bool(s["para"])
+            paras.setdefault(str(s["unit_key"]), {})[int(s["idx"])] = bool(s["para"])
     units: list[TeacherUnit] = []
-    for row in read_jsonl(run / "diagnostics.jsonl"):
+    for raw in read_jsonl(run / "diagnostics.jsonl"):
         report.units_read += 1
-        key = str(row.get("key", ""))
-        if row.get("error"):
+        row = LedgerRow.of(raw)
+        key = row.key
+        if row.error:
             report.drop("teacher_error")
             continue
-        if str(row.get("fallback", "none")) in drop_fallbacks:
-            report.drop(f"teacher_fallback_{row.get('fallback')}")
+        if row.fallback in drop_fallbacks:
+            report.drop(f"teacher_fallback_{row.fallback}")
             continue
         by_idx = texts.get(key, {})
         n = len(by_idx)
-        if n == 0 or sorted(by_idx) != list(range(1, n + 1)) or (row.get("n_sentences") not in (None, n)):
+        if n == 0 or sorted(by_idx) != list(range(1, n + 1)) or (row.n_sentences not in (None, n)):
             report.drop("sentences_missing")
             continue
         if n < min_sentences:
             report.drop("too_few_sentences")
             continue
-        raw_segments = row.get("segments") or []
         try:
-            segments = [Segment.model_validate(s) for s in raw_segments]
+            segments = [Segment.model_validate(s) for s in row.segments]
         except (ValueError, TypeError):
             report.drop("segments_unreadable")
             continue
@@ -190,9 +230,9 @@ def read_teacher_units(run_dir: str | Path, report: DataReport, *, drop_fallback
             report.drop("segments_invalid")
             continue
         units.append(TeacherUnit(
-            book_id=str(row.get("book_id", "")), unit_id=str(row.get("unit_id", "")), key=key,
+            book_id=row.book_id, unit_id=row.unit_id, key=key,
             run_dir=str(run), sentences=[by_idx[i] for i in range(1, n + 1)],
-            segments=[s.model_dump() for s in segments], workflow=_workflow(row),
+            segments=[s.model_dump() for s in segments], workflow=_workflow(raw),
             paragraph_starts=[paras[key][i] for i in range(1, n + 1)] if len(paras.get(key, {})) == n else None))
     return units
 
@@ -348,7 +388,7 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
     """
     from datasets import Dataset, DatasetDict
 
-    report = DataReport(schema=str(prompt["schema"]), prompt_version=str(prompt.get("version", "")))
+    report = DataReport(schema=str(prompt["schema"]), prompt_version=str(prompt["version"]))
     run_dirs = expand_runs(runs if runs is not None else data_cfg.runs)
     if not run_dirs:
         raise ValueError("no annotate run directories given: set data.runs=[outputs/annotate/...] "

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 
 #: The paper's order of LitSeg-Lite and its ablations (section 4.3); other experiments follow.
 ABLATION_ORDER = ["litseg_lite", "grpo", "sft", "no_grpo", "no_finetune", "no_stage1", "no_stage2",
@@ -82,7 +83,7 @@ def ablation_table(runs: Sequence[dict[str, Any]], metrics: Sequence[str] | None
             "experiment": r.get("experiment"),
             "prompt_version": r.get("prompt_version"),
             "stages": "+".join(r.get("stage_plan", [])) or "none",
-            "train_examples": r.get("data", {}).get("examples", {}).get("train", 0),
+            "train_examples": Counter(r.get("data", {}).get("examples") or {})["train"],  # no split: 0
             "git_commit": (r.get("git_commit") or "")[:10],
             "run_dir": r.get("run_dir"),
         }

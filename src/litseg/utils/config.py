@@ -3,7 +3,7 @@
 Every config group under ``conf/`` has one frozen-or-plain dataclass schema, registered here with
 :func:`config_schema`. :func:`from_dict` builds it from the composed section (DictConfig or dict),
 rejecting unknown keys with their dotted path and checking scalar types, so a misspelt override
-fails at once instead of being ignored. ``tests/test_config_schemas.py`` composes every YAML file of
+fails at once instead of being ignored. ``tests/config/test_config_schemas.py`` composes every YAML file of
 every group and validates it against its schema, and checks that a schema's field defaults agree
 with the group's default YAML: the YAML is where a user reads (and changes) a value, the code does
 not carry a second, drifting copy.
@@ -104,13 +104,35 @@ def _check_value(value: Any, annotation: Any, where: str) -> Any:
     return _check_scalar(value, annotation, where)
 
 
+def schema_for(cls: type[T], data: Mapping[str, Any], where: str = "") -> type[T]:
+    """The dataclass that types ``data``: ``cls`` itself, or, for a group whose options differ in
+    shape (LLM backends, chunkers), the class ``cls.__config_dispatch__(data, where)`` picks (a
+    classmethod reading e.g. ``backend`` or ``name``; it raises :class:`ConfigError` for a value it
+    does not know). A picked class that inherits the hook and picks itself ends the dispatch."""
+    seen: set[type] = set()
+    dispatch = getattr(cls, "__config_dispatch__", None)
+    while dispatch is not None and cls not in seen:
+        seen.add(cls)
+        picked = dispatch(data, where)
+        if picked is cls:
+            break
+        if not dataclasses.is_dataclass(picked):
+            raise TypeError(f"{cls.__name__}.__config_dispatch__ must return a dataclass, got {picked!r}")
+        cls = picked
+        dispatch = getattr(cls, "__config_dispatch__", None)
+    return cls
+
+
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
-    """``cls(**data)`` for a dataclass, recursively, with unknown keys and bad types rejected."""
+    """``cls(**data)`` for a dataclass, recursively, with unknown keys and bad types rejected.
+    A class with a ``__config_dispatch__`` hook first picks the class that types ``data``
+    (:func:`schema_for`)."""
     data = to_plain(data)
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
+    cls = schema_for(cls, data, where)
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - names)

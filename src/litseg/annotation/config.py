@@ -1,0 +1,97 @@
+"""Typed settings behind ``conf/annotate.yaml``: its top-level settings (:class:`AnnotateConfig`)
+and the groups this area owns (``feedback``, ``length_reference``).
+
+The YAML holds every value; the dataclasses hold none of their own where the YAML gives one (a
+field without a default is required, and annotate.yaml provides it). Settings a user adds with
+``+key=value`` (``new_dir``, ``output_dir``) default to off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from litseg.utils.config import config_schema, from_dict, to_plain
+
+
+@config_schema("feedback", entry="annotate", default_option="default")
+@dataclass(frozen=True)
+class FeedbackConfig:
+    """The retry message of the validate -> retry loop (str.format templates, conf/feedback)."""
+
+    name: str
+    version: str
+    item: str  # rendered once per problem with {problem}
+    user: str  # {problems} {last_index} {attempt} {max_attempts}
+
+
+@config_schema("length_reference", entry="annotate", default_option="none")
+@dataclass(frozen=True)
+class LengthReferenceConfig:
+    """A soft segment-length reference (p25 / p50 / p75); any quantile null turns it off.
+    ``python -m litseg.annotation.length_reference`` writes one, with ``hint`` and ``source``."""
+
+    name: str = "none"
+    unit: str = "sentences"  # sentences | words
+    p25: int | float | None = None
+    p50: int | float | None = None
+    p75: int | float | None = None
+    hint: str | None = None  # the sentence filled into the prompt's {length_hint}
+    source: dict[str, Any] | None = None  # which runs the figures came from
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """Column names for ``input=hf:...`` / ``input=dataset:...`` (id_column null: row number)."""
+
+    id_column: str | None
+    title_column: str
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """The sharded JSONL (and optional Parquet) dataset written into RUN/dataset."""
+
+    enabled: bool
+    dir: str | None
+    shard_rows: int | None
+    parquet: bool
+
+
+@dataclass(frozen=True)
+class AnnotateConfig:
+    """The top-level settings of ``conf/annotate.yaml`` (documented there)."""
+
+    input: Any  # a path, directory, glob, hf:... or dataset:...; None when the config leaves it ???
+    input_options: InputOptions
+    shard: str | None
+    window_units: int
+    export: ExportSettings
+    limit_units: int | None
+    resume: bool
+    view: bool
+    view_max_chunks: int
+    print_table: int
+    strict_exit: bool
+    new_dir: bool = False  # +new_dir=true: a run dir of another setup -> a fresh folder beside it
+    output_dir: str | None = None  # where to write outside Hydra (tests pass out_dir instead)
+    groups: dict[str, Any] = field(default_factory=dict)  # method, llm, prompt, ... (plain, resolved)
+
+
+#: Config groups composed into annotate.yaml: read by their own schemas, not AnnotateConfig's fields.
+GROUPS = ("method", "llm", "prompt", "feedback", "preprocess", "length_reference")
+
+
+def annotate_config_from(cfg: Any) -> AnnotateConfig:
+    """The typed top-level settings of a composed annotate config (a missing ``input`` is None);
+    the groups are kept, plain and resolved, in ``groups``."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(cfg, DictConfig):
+        data = {k: None if OmegaConf.is_missing(cfg, k) else to_plain(cfg[k]) for k in cfg if k != "hydra"}
+    else:
+        data = {k: v for k, v in dict(to_plain(cfg)).items() if k != "hydra"}
+    groups = {k: data.pop(k) for k in GROUPS if k in data}
+    if data.get("shard") is not None:
+        data["shard"] = str(data["shard"])  # shard=1/2 reads as text, but a bare number would not
+    return from_dict(AnnotateConfig, {**data, "groups": groups})

@@ -1,0 +1,319 @@
+"""The typed settings of ``evaluate.py``: one dataclass per section of ``conf/evaluate.yaml`` and per
+config group it composes (``suite``, ``retrieval``, ``chunkers``), built with
+:func:`litseg.utils.config.from_dict` so that a misspelt key fails with its dotted path.
+
+Defaults live in the YAML. A config given from Python (tests, notebooks) may leave sections or
+keys out: :func:`complete_config` fills them from the composed ``conf/evaluate.yaml`` (Hydra's
+own composition), so the code holds no second copy of a default. The few defaults kept here
+(retrieval sub-sections, used when a component is built on its own) equal the YAML;
+``tests/config/test_config_schemas.py`` and ``tests/rag/test_evaluate_config.py`` check that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from litseg.training.config import LoggerConfig
+from litseg.utils.config import config_schema, from_dict, to_plain
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_CONF_DIR = REPO_ROOT / "conf"
+TextField = Literal["main_text", "text"]
+
+
+# ==================================================================================== suite
+@config_schema("suite", entry="evaluate")
+@dataclass(frozen=True)
+class SuiteConfig:
+    """``conf/suite/*.yaml``: a benchmark (a registered loader and its arguments) and its use.
+    Every suite file gives every key; the defaults here mean "not set" for a suite given from
+    Python together with its benchmark object (no loader then)."""
+
+    name: str
+    loader: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    # Use the first N books / a seeded sample of N questions (null = all).
+    max_books: int | None = None
+    max_questions: int | None = None
+    answer_style: str = ""
+    objective: str | None = None
+
+
+# ================================================================================ retrieval
+@dataclass(frozen=True)
+class EmbedderConfig:
+    model: str = "default"
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    batch_size: int = 32
+    device: str | None = None
+    dimension: int | None = None  # hashing embedder only (else the model's own)
+
+
+@dataclass(frozen=True)
+class BM25Config:
+    k1: float = 1.5
+    b: float = 0.75
+    method: str = "lucene"
+    stopwords: str | list[str] | None = "en"
+    stemmer: str | None = "english"
+    idf_scope: Literal["book", "corpus"] = "book"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """``retrieval.store``: ``backend`` names a registered vector store (litseg.rag.stores)."""
+
+    backend: str = "qdrant"
+    location: str = ":memory:"
+    api_key_env: str | None = "QDRANT_API_KEY"
+    prefer_grpc: bool = False
+    timeout_s: float = 60.0
+    upsert_batch: int = 256
+    search_batch: int = 64
+    on_disk: bool = False
+    collection_prefix: str = "litseg"
+    partition: Literal["none", "book"] = "none"
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    kind: Literal["none", "cross_encoder", "llm"] = "none"
+    top_n: int = 20
+    model: str | None = None
+    batch_size: int = 32
+    max_chars: int = 4000
+    constrained: bool = True
+    max_length: int | None = 512
+    device: str | None = None
+    prompt: dict[str, Any] | None = None  # conf/prompt/rag_rerank.yaml (kind=llm)
+
+
+@config_schema("retrieval", entry="evaluate", default_option="hybrid")
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """``conf/retrieval/*.yaml``. The sub-sections are required here (the YAML gives them)."""
+
+    embedder: EmbedderConfig
+    bm25: BM25Config
+    store: StoreConfig
+    rerank: RerankConfig
+    mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: float = 60.0
+    dense_weight: float = 1.0
+    sparse_weight: float = 1.0
+    candidates: int | None = 100
+
+
+# ======================================================================= the other sections
+@dataclass(frozen=True)
+class MetricsConfig:
+    ks: list[int]
+    mrr_k: int
+    budgets: list[int]
+    min_overlap: float
+    string_field: TextField
+    index_text: TextField
+    segment_quality: bool
+    confidence: float
+    n_resamples: int
+    seed: int
+    keep_top: int
+
+
+@dataclass(frozen=True)
+class AnswerContextConfig:
+    budget_chars: int
+    text: str  # text | main_text (checked by ContextBudget; an interpolation before resolving)
+    max_chunks: int | None
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    enabled: bool
+    max_questions: int | None
+    max_tokens: int
+    batch_size: int
+    llm: dict[str, Any] | None = None  # composed from llm@generation.llm
+    prompt: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    enabled: bool
+    max_tokens: int
+    batch_size: int
+    constrained: bool
+    llm: dict[str, Any] | None = None  # composed from llm@judge.llm
+    prompt: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    metric: str | None
+    chunker: str | None
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    plots: bool
+    save_chunks: bool
+
+
+@dataclass(frozen=True)
+class StudentConfig:
+    method: dict[str, Any]
+    backend: str
+    llm: dict[str, Any]
+
+
+# A chunker entry: a method config (``name`` + parameters), ``{chunks: PATH}``, a derived row
+# (``from``/``merge``), or null (removed with ~chunkers.x); a list of names from Python.
+ChunkerEntries = dict[str, dict[str, Any] | None] | list[Any] | str | None
+
+
+@config_schema("chunkers", entry="evaluate", key=".")
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """The whole composed ``conf/evaluate.yaml``. It is the schema of the ``chunkers`` group too:
+    that group is a mapping label -> chunker settings (any registered chunker's parameters), so
+    it is typed where it sits, as the ``chunkers`` field of the entry config (``key="."``)."""
+
+    suite: SuiteConfig
+    retrieval: RetrievalConfig
+    metrics: MetricsConfig
+    answer_context: AnswerContextConfig
+    generation: GenerationConfig
+    judge: JudgeConfig
+    objective: ObjectiveConfig
+    report: ReportConfig
+    student: StudentConfig
+    shared_dir: str
+    chunk_files: list[Any]
+    students: str | list[str] | None
+    pairwise_metrics: list[str] | None
+    progress: bool
+    export_texts: str | None
+    # `chunkers=[]` composes no chunkers at all (students or chunk_files only).
+    chunkers: ChunkerEntries = None
+    # Groups typed by their own schemas (conf/llm, prompt, feedback, preprocess, logger).
+    llm: dict[str, Any] | None = None
+    prompt: dict[str, Any] | None = None
+    feedback: dict[str, Any] | None = None
+    preprocess: dict[str, Any] | None = None
+    logger: LoggerConfig | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.chunkers, Mapping):
+            for label, entry in self.chunkers.items():
+                if entry is not None and not ({"name", "chunks", "from"} & set(entry)):
+                    raise ValueError(f"chunkers.{label}: needs `name` (a chunker), `chunks` (a file or run "
+                                     "folder) or `from` (a derived row)")
+
+
+# ============================================================================== composition
+@contextmanager
+def hydra_conf(conf_dir: Path = DEFAULT_CONF_DIR) -> Iterator[None]:
+    """Hydra's compose API over ``conf_dir``, also from inside a running Hydra app (evaluate.py
+    composing a method config for a student): the app's global state is set aside and restored."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.singleton import Singleton
+
+    running = Singleton._instances.pop(GlobalHydra, None)
+    try:
+        with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
+            yield
+    finally:
+        if running is not None:
+            Singleton._instances[GlobalHydra] = running
+
+
+def compose(config_name: str | None, overrides: Sequence[str] = (), conf_dir: Path = DEFAULT_CONF_DIR
+            ) -> dict[str, Any]:
+    """``hydra.compose`` of ``config_name`` with ``overrides``, as plain unresolved containers."""
+    from hydra import compose as hydra_compose
+    from omegaconf import OmegaConf
+
+    with hydra_conf(conf_dir):
+        cfg = hydra_compose(config_name=config_name, overrides=list(overrides))
+    return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=4)
+def _default_sections(conf_dir: str) -> dict[str, Any]:
+    return compose("evaluate", conf_dir=Path(conf_dir))
+
+
+#: Sections whose value a Python caller gives whole (not laid over the YAML's).
+_WHOLE = ("suite", "chunkers", "llm", "prompt", "feedback", "logger")
+#: Config groups placed inside sections: a given one replaces the default one.
+_WHOLE_INSIDE = ("generation.llm", "generation.prompt", "judge.llm", "judge.prompt", "retrieval.rerank.prompt")
+
+
+def _merged(base: Any, given: Any, path: str = "") -> Any:
+    if path in _WHOLE_INSIDE or not (isinstance(base, Mapping) and isinstance(given, Mapping)):
+        return given
+    out = dict(base)
+    for k, v in given.items():
+        if k != "defaults":  # a YAML loaded without Hydra still holds its defaults list
+            out[k] = _merged(base[k], v, f"{path}.{k}" if path else str(k)) if k in base else v
+    return out
+
+
+def complete_config(cfg: Any, conf_dir: Path = DEFAULT_CONF_DIR) -> dict[str, Any]:
+    """``cfg`` as plain resolved containers with every key present: a config composed by Hydra
+    as it is, a partial dict from Python laid over the composed ``conf/evaluate.yaml``."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(cfg, DictConfig):
+        return to_plain(cfg)  # type: ignore[no-any-return]
+    given = dict(to_plain(cfg) or {})
+    base = {k: v for k, v in _default_sections(str(conf_dir)).items() if k not in _WHOLE}
+    merged = _merged(base, given)
+    for k in _WHOLE:
+        merged.setdefault(k, None)
+    if isinstance(merged["suite"], Mapping):  # a suite given with its benchmark object: unset keys are None
+        unset = {f.name: f.default for f in dataclasses.fields(SuiteConfig) if f.default is not dataclasses.MISSING}
+        merged["suite"] = {**unset, **merged["suite"]}
+    return OmegaConf.to_container(OmegaConf.create(merged), resolve=True)  # type: ignore[return-value]
+
+
+def evaluate_config(cfg: Any, conf_dir: Path = DEFAULT_CONF_DIR) -> EvaluateConfig:
+    """The typed whole of a run's config (see :func:`complete_config`)."""
+    return from_dict(EvaluateConfig, complete_config(cfg, conf_dir))
+
+
+def method_config(name: str, conf_dir: Path = DEFAULT_CONF_DIR) -> dict[str, Any]:
+    """``conf/method/<name>.yaml`` composed by Hydra (its defaults list included, e.g.
+    ``/prompt@template: lumberchunker``): the parameters ``annotate.py method=<name>`` uses."""
+    known = sorted(p.stem for p in (Path(conf_dir) / "method").glob("*.yaml"))
+    if name not in known:
+        raise ValueError(f"unknown chunker {name!r}: no {Path(conf_dir) / 'method' / (name + '.yaml')}; "
+                         f"methods: {', '.join(known)}")
+    from omegaconf import OmegaConf
+
+    composed = compose(None, [f"+method={name}"], conf_dir)["method"]
+    return OmegaConf.to_container(OmegaConf.create(composed), resolve=True)  # type: ignore[return-value]
+
+
+def logger_settings(cfg: LoggerConfig | Mapping[str, Any] | None) -> LoggerConfig | None:
+    """The typed ``logger`` group (conf/logger, shared with train.py); None when not given."""
+    if cfg is None or isinstance(cfg, LoggerConfig):
+        return cfg
+    return from_dict(LoggerConfig, cfg, "logger")
+
+
+def report_settings(cfg: ReportConfig | Mapping[str, Any] | None) -> ReportConfig:
+    """The typed ``report`` section; a mapping from Python is completed from conf/evaluate.yaml."""
+    if isinstance(cfg, ReportConfig):
+        return cfg
+    base = _default_sections(str(DEFAULT_CONF_DIR))["report"]
+    return from_dict(ReportConfig, {**base, **dict(to_plain(cfg) or {})}, "report")

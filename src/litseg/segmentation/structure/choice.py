@@ -1,0 +1,179 @@
+"""The heading kind chosen as unit, the boundaries it gives, and the adjustments made to them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from litseg.segmentation.structure.headings import _clean, _join_title, caps_title_candidates
+from litseg.segmentation.structure.patterns import KIND_RANK
+from litseg.segmentation.structure.realness import filter_sequences, mark_real
+from litseg.segmentation.structure.records import Block, Heading
+from litseg.segmentation.structure.thresholds import (
+    MAX_FRONT_SHARE,
+    MAX_FRONT_WORDS,
+    MAX_UNIT_SHARE,
+)
+
+
+_CHAPTER_LIKE = ("scene", "chapter", "stave", "fit", "letter", "canto", "section")
+_CONTAINERS = ("volume", "part", "book", "act")
+
+
+def _try_caps_titles(text: str, blocks: list[Block], acc: list[int], cands: list[Heading],
+                     choice: tuple[str, list[Heading]] | None):
+    """Upper-case titles set apart by wide gaps, when no heading kind was found or only
+    containers were (``PART ONE`` over titled chapters): the titles are then the units."""
+    if choice is not None and choice[0] not in _CONTAINERS:
+        return choice, cands
+    keep = [replace(h) for h in cands
+            if h.family in ("apparatus", "special")
+            or (choice is not None and h.real and h.kind in _CONTAINERS)]
+    taken = {k for h in keep for k in range(h.block, h.last_block + 1)}
+    taken.update(h.block for h in cands if h.kind != "letter")
+    caps = caps_title_candidates(text, blocks, taken=taken)
+    if not caps:
+        return choice, cands
+    merged = sorted(keep + caps, key=lambda h: h.block)
+    mark_real(merged, blocks, acc)
+    filter_sequences(merged)
+    alt = _choose_units(merged, blocks, acc, only="caps_title")
+    if alt is None:
+        return choice, cands
+    n_caps = sum(h.kind == "caps_title" for h in alt[1])
+    if choice is None or n_caps >= 2 * len(choice[1]):
+        return alt, merged
+    return choice, cands
+
+
+def _absorb_leading_headings(cands: list[Heading], boundaries: list[Heading], acc: list[int]) -> None:
+    """A heading line that is not a boundary but sits right before one, with no text between
+    (``THE WEDDING OF MRS FOX`` / ``FIRST STORY``, ``# INTERMISSION`` / ``### SCENE IV``),
+    belongs to the unit that follows, not to the end of the previous one."""
+    index = {id(h): k for k, h in enumerate(cands)}
+    chosen = {id(h) for h in boundaries}
+    for b in boundaries[1:]:
+        k = index.get(id(b))
+        if k is None:
+            continue
+        for _ in range(2):
+            if k == 0:
+                break
+            prev = cands[k - 1]
+            if (id(prev) in chosen or prev.family == "apparatus"
+                    or acc[b.block] - acc[prev.last_block + 1] > 0):
+                break
+            b.start = prev.start
+            if prev.family == b.family and prev.title and b.title:
+                b.title = _join_title([prev.title, b.title])
+            k -= 1
+
+
+def _add_prefix_containers(text: str, blocks: list[Block], cands: list[Heading]) -> None:
+    """``Inferno: Canto I`` names its container; a lone ``INFERNO`` line becomes a part heading."""
+    prefixes = {h.prefix.lower() for h in cands if h.prefix}
+    if not prefixes:
+        return
+    taken = {k for h in cands for k in range(h.block, h.last_block + 1)}
+    for k, b in enumerate(blocks):
+        if k in taken or b.n_lines != 1:
+            continue
+        if _clean(b.first).rstrip(".").lower() in prefixes:
+            cands.append(Heading(block=k, start=b.start, end=b.end, last_block=k, kind="part",
+                                 family="kw", rank=KIND_RANK["part"], title=_clean(b.first),
+                                 bare=True))
+    cands.sort(key=lambda h: h.block)
+
+
+def _choose_units(cands: list[Heading], blocks: list[Block], acc: list[int],
+                  only: str | None = None) -> tuple[str, list[Heading]] | None:
+    real = [h for h in cands if h.real]
+    counts = Counter(h.kind for h in real)
+    options: list[str] = []
+    if only is not None:
+        options = [only]
+    else:
+        # one heading of a kind divides nothing; letters ("TO RAISE POULTRY" is a sketch's
+        # title) need a run of them
+        chapter_like = sorted((k for k in _CHAPTER_LIKE if counts[k] >= (3 if k == "letter" else 2)),
+                              key=lambda k: (-counts[k], _CHAPTER_LIKE.index(k)))
+        options += chapter_like
+        if counts["act"]:
+            options.append("act")
+        options += [k for k in ("numeral_titled", "numeral_bare") if counts[k] >= 2]
+        # a single PART or BOOK heading (a title page's "Part 2.") divides nothing
+        options += [k for k in ("book", "part", "volume") if counts[k] >= 2]
+        md_unit = _markdown_unit_level(real)
+        if md_unit:
+            options.append(md_unit)
+    total = max(1, acc[-1])
+    for kind in options:
+        boundaries = _boundaries(real, kind)
+        if not boundaries:
+            continue
+        front_words = acc[boundaries[0].block] - acc[0]
+        if front_words > MAX_FRONT_SHARE * total and front_words > MAX_FRONT_WORDS:
+            continue
+        if len(boundaries) >= 3:
+            cuts = [h.block for h in boundaries] + [len(blocks)]
+            largest = max(acc[b] - acc[a] for a, b in zip(cuts, cuts[1:]))
+            if largest > MAX_UNIT_SHARE * total:
+                continue  # a handful of numbered sub-sections inside one story
+        return kind, boundaries
+    return None
+
+
+
+
+def _markdown_unit_level(real: list[Heading]) -> str | None:
+    md = [h for h in real if h.family == "md"]
+    if not md:
+        return None
+    levels: dict[int, list[Heading]] = {}
+    for h in md:
+        levels.setdefault(h.md_level, []).append(h)
+    multi = sorted(lv for lv, hs in levels.items() if len(hs) >= 2)
+    if not multi:
+        return f"md{min(levels)}" if len(md) >= 1 else None
+    first = multi[0]
+    if len(multi) >= 2:
+        second = multi[1]
+        outer, inner = levels[first], levels[second]
+        if len(inner) >= 2 * len(outer):
+            # every outer section must hold at least one inner heading to be a container
+            starts = [h.block for h in outer] + [10**12]
+            if all(any(s <= h.block < e for h in inner) for s, e in zip(starts, starts[1:])):
+                return f"md{second}"
+    return f"md{first}"
+
+
+def _boundaries(real: list[Heading], unit_kind: str) -> list[Heading]:
+    """Headings that cut the body: units, their containers, and special sections."""
+    if unit_kind.startswith("md"):
+        level = int(unit_kind[2:])
+        md_title = _markdown_title(real)
+        keep = [h for h in real if h is not md_title and (
+            (h.family == "md" and h.md_level <= level) or h.family == "special")]
+    else:
+        rank = KIND_RANK[unit_kind]
+        containers = {k for k in _CONTAINERS if KIND_RANK[k] < rank}
+        if unit_kind == "numeral_bare":
+            containers.add("numeral_titled")
+        md_title = _markdown_title(real)
+        keep = []
+        for h in real:
+            if h.kind == unit_kind or h.kind in containers or h.family == "special":
+                keep.append(h)
+            elif h.family == "md" and h is not md_title and not unit_kind.startswith("md"):
+                keep.append(h)  # e.g. "# INTERMISSION" between scenes: a section of its own
+    if not any(h.kind == unit_kind for h in keep):
+        return []
+    return keep
+
+
+def _markdown_title(real: list[Heading]) -> Heading | None:
+    """A single level-1 Markdown heading before everything else is the book's title."""
+    md = [h for h in real if h.family == "md"]
+    if md and md[0].md_level == 1 and sum(h.md_level == 1 for h in md) == 1 and md[0] is real[0]:
+        return md[0]
+    return None

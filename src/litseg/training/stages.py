@@ -1,0 +1,202 @@
+"""The training stages of a run, in order (SFT, GRPO): each a LoRA trainer that resumes from its
+latest checkpoint and leaves ``stages/<kind>/adapter``, and a ``done.json`` marker so that a rerun
+into the same run directory reuses a finished stage whose settings did not change.
+
+A stage's record (``train_summary.json``'s ``stages``): ``global_step``, ``resumed_from``,
+``train_loss``, ``seconds``, ``step_seconds``, ``params`` (trainable tensors and how many changed:
+did the stage learn anything), ``last_logged`` (the latest value of every logged key) and, for
+GRPO, ``rewards`` (whether the logged rewards ever gave a learning signal); ``reused`` when taken
+over from an earlier run.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from litseg.training.config import TrainConfig, to_dict
+from litseg.training.launch import barrier
+
+log = logging.getLogger(__name__)
+
+MARKER = "done.json"
+
+
+@dataclass
+class StagePlan:
+    """What every stage of a run shares: settings, data, rewards, where it writes, who logs."""
+
+    tc: TrainConfig
+    out: Path
+    tokenizer: Any
+    datasets: Any
+    examples: dict[str, int]  # examples per split (data_report.json)
+    longest: int | None  # the longest teacher answer in tokens (sizes GRPO completions)
+    reward_funcs: list[Any]
+    reward_weights: list[float]
+    report_to: list[str]
+    commit: str | None
+    main: bool
+
+
+def _settings_hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _resume_checkpoint(setting: str, checkpoints: Path) -> str | None:
+    if setting == "never":
+        return None
+    if setting == "auto":
+        from transformers.trainer_utils import get_last_checkpoint
+
+        return get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+    if not Path(setting).is_dir():
+        raise FileNotFoundError(f"output.resume={setting!r}: no such checkpoint directory")
+    return setting
+
+
+def _trainable_snapshot(model: Any) -> dict[str, Any]:
+    return {n: p.detach().float().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def _changed(before: dict[str, Any], model: Any) -> dict[str, float]:
+    import torch
+
+    after = {n: p.detach().float().cpu() for n, p in model.named_parameters() if n in before}
+    changed = [n for n, t in after.items() if not torch.equal(t, before[n])]
+    delta = sum(float((after[n] - before[n]).abs().sum()) for n in changed)
+    return {"trainable_tensors": len(before), "changed_tensors": len(changed), "abs_delta": delta}
+
+
+def _rewards_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether GRPO's logged rewards ever gave a learning signal.
+
+    ``all_zero``: the mean reward and its spread were 0 at every logged step (every reward was
+    0); ``flat``: no group of generations ever differed in reward (``frac_reward_zero_std`` 1, or
+    ``reward_std`` 0, at every step), so every advantage, the loss and the gradient were 0.
+    """
+    rows = [r for r in history if r.get("reward") is not None]
+
+    def zero(row: dict[str, Any], key: str) -> bool:
+        return float(row.get(key) or 0.0) == 0.0
+
+    flat = [float(r["frac_reward_zero_std"]) == 1.0 if r.get("frac_reward_zero_std") is not None
+            else zero(r, "reward_std") for r in rows]
+    all_zero = bool(rows) and all(zero(r, "reward") and zero(r, "reward_std") for r in rows)
+    return {"steps": len(rows), "all_zero": all_zero, "flat": bool(rows) and all(flat)}
+
+
+def _last_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The latest value of every key in the trainer's log history."""
+    out: dict[str, Any] = {}
+    for row in history:
+        for k, v in row.items():
+            if v is not None:
+                out[k] = v
+    return out
+
+
+def _reused(plan: StagePlan, stage_dir: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The record of a stage an earlier run finished with these settings (None: run it).
+
+    ``done.json`` holds ``{"settings_hash": ..., "result": <the stage's record>}``."""
+    marker = stage_dir / MARKER
+    if plan.tc.output.resume == "never" or not marker.is_file():
+        return None
+    done = json.loads(marker.read_text())
+    if done.get("settings_hash") != _settings_hash(settings):
+        return None
+    return {**(done.get("result") or {}), "reused": True}
+
+
+def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Path | None]:
+    """Run (or reuse) every stage of ``stage.run`` in order; their records and the last adapter."""
+    tc = plan.tc
+    stages: dict[str, Any] = {}
+    adapter_in: Path | None = None
+    if tc.stage.run and tc.stage.run[0] == "grpo" and tc.stage.grpo.init_adapter:
+        adapter_in = Path(tc.stage.grpo.init_adapter).expanduser()
+    for kind in tc.stage.run:
+        stage_dir = plan.out / "stages" / kind
+        settings = {"stage": to_dict(getattr(tc.stage, kind)), "model": to_dict(tc.model),
+                    "peft": to_dict(tc.peft), "adapter_in": str(adapter_in), "data": plan.examples}
+        reused = _reused(plan, stage_dir, settings)
+        if reused is not None:
+            log.info("stage %s already finished in %s; reusing its adapter", kind, stage_dir)
+            stages[kind] = reused
+        else:
+            stages[kind] = run_stage(plan, kind, stage_dir, adapter_in, warnings)
+            if plan.main:
+                (stage_dir / MARKER).write_text(json.dumps({"settings_hash": _settings_hash(settings),
+                                                            "result": stages[kind]}, indent=2, default=str) + "\n")
+        adapter_in = stage_dir / "adapter"
+    return stages, adapter_in
+
+
+def _trainer(plan: StagePlan, kind: str, model: Any, stage_dir: Path, callbacks: list[Any],
+             warnings: list[str]) -> Any:
+    from litseg.training.builders import build_grpo_trainer, build_sft_trainer
+
+    run_name = f"{plan.tc.experiment_name}-{kind}"
+    if kind == "sft":
+        return build_sft_trainer(plan.tc, model, plan.tokenizer, plan.datasets, stage_dir / "checkpoints",
+                                 run_name=run_name, report_to=plan.report_to, callbacks=callbacks)
+    trainer, warning = build_grpo_trainer(
+        plan.tc, model, plan.tokenizer, plan.datasets, stage_dir / "checkpoints", reward_funcs=plan.reward_funcs,
+        reward_weights=plan.reward_weights, longest_reference=plan.longest, run_name=run_name,
+        report_to=plan.report_to, callbacks=callbacks)
+    if warning:
+        warnings.append(warning)
+    return trainer
+
+
+def adapter_metadata(tc: TrainConfig, kind: str, commit: str | None) -> dict[str, Any]:
+    """What a saved adapter records about how it was trained (its model card reads it)."""
+    from litseg.training.builders import resolve_model_path
+
+    return {"base_model": tc.model.path, "base_model_resolved": resolve_model_path(tc.model),
+            "model_name": tc.model.name, "experiment": tc.experiment_name, "stage": kind,
+            "prompt": tc.prompt["name"], "prompt_version": str(tc.prompt["version"]), "schema": tc.prompt["schema"],
+            "lora_r": tc.peft.r if tc.peft.enabled else None, "git_commit": commit}
+
+
+def run_stage(plan: StagePlan, kind: str, stage_dir: Path, adapter_in: Path | None,
+              warnings: list[str]) -> dict[str, Any]:
+    """Train one stage from ``adapter_in`` (None: the base model); its record."""
+    from litseg.training.adapters import save_adapter
+    from litseg.training.builders import load_model
+    from litseg.training.callbacks import MetricsFileCallback, StepTimeCallback
+
+    started = time.time()
+    model = load_model(plan.tc.model, adapter=adapter_in)
+    step_times = StepTimeCallback()
+    callbacks = [MetricsFileCallback(plan.out / "metrics.jsonl", kind), step_times]
+    trainer = _trainer(plan, kind, model, stage_dir, callbacks, warnings)
+    before = _trainable_snapshot(trainer.model)
+    resume_from = _resume_checkpoint(plan.tc.output.resume, stage_dir / "checkpoints")
+    if resume_from:
+        log.info("stage %s resumes from %s", kind, resume_from)
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    change = _changed(before, trainer.model)
+    save_adapter(trainer, None, stage_dir / "adapter", adapter_metadata(plan.tc, kind, plan.commit), main=plan.main)
+    barrier()
+    record = {
+        "global_step": trainer.state.global_step,
+        "resumed_from": resume_from,
+        "train_loss": result.training_loss,
+        "seconds": round(time.time() - started, 3),
+        "step_seconds": step_times.times,
+        "params": change,
+        "last_logged": _last_logged(trainer.state.log_history),
+    }
+    if kind == "grpo":
+        record["rewards"] = _rewards_logged(trainer.state.log_history)
+    del trainer, model
+    gc.collect()
+    return record

@@ -1,0 +1,101 @@
+"""The typed method section: one config class per chunker (defaults equal conf/method/<name>.yaml),
+found through one Registry that discovers litseg.chunkers."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from litseg.chunkers.base import (
+    CHUNKERS,
+    Chunker,
+    ConfigValueError,
+    MethodConfig,
+    UnitResult,
+    build_chunker,
+    build_chunker_from_config,
+    config_class,
+    register,
+)
+from litseg.utils.config import from_dict
+from litseg.utils.registry import Registry
+from tests.conftest import REPO
+
+CONF = REPO / "conf"
+OPTIONS = sorted(p.stem for p in (CONF / "method").glob("*.yaml"))
+
+
+def _method(option: str) -> dict:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="annotate", overrides=[f"method={option}"])
+    return OmegaConf.to_container(cfg.method, resolve=False)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_each_chunker_config_defaults_equal_its_yaml(option: str) -> None:
+    data = _method(option)
+    typed = from_dict(MethodConfig, data, "method")
+    assert type(typed) is config_class(data["name"])
+    drift = []
+    for f in dataclasses.fields(typed):
+        if f.name not in data or f.name in typed.COMPOSED:
+            continue
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if getattr(typed, f.name) != default:
+            drift.append(f"{f.name}: code {default!r} vs YAML {getattr(typed, f.name)!r}")
+    assert not drift, f"conf/method/{option}.yaml vs {type(typed).__name__}: {drift}"
+
+
+def test_registry_discovers_every_chunker_module_and_the_imported_one() -> None:
+    assert isinstance(CHUNKERS, Registry)
+    code = ("from litseg.chunkers import available; names = set(available()); "
+            "assert {'imported', 'litseg', 'litseg_lite', 'lumberchunker', 'margin_sampling', 'merge', "
+            "'perplexity', 'recursive', 'semantic', 'token'} <= names, names")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert not (REPO / "src/litseg/chunkers/builtin.py").exists()
+
+
+def test_unknown_and_misspelt_settings_are_config_errors() -> None:
+    with pytest.raises(ConfigValueError, match=r"method\.chunk_sise"):
+        build_chunker_from_config({"name": "token", "chunk_sise": 3})
+    with pytest.raises(ConfigValueError, match="unknown chunker 'nope'"):
+        build_chunker_from_config({"name": "nope"})
+    with pytest.raises(ValueError, match="unknown chunker 'nope'"):
+        build_chunker("nope")
+
+
+def test_build_chunker_and_the_config_path_are_one_way() -> None:
+    a = build_chunker("token", chunk_size=40, tokenizer="whitespace")
+    b = build_chunker_from_config({**_method("token"), "chunk_size": 40, "tokenizer": "whitespace"})
+    assert a.fingerprint() == b.fingerprint()
+
+
+@dataclass(kw_only=True)
+class _WholeConfig(MethodConfig):
+    label: str = "whole"
+
+
+def test_a_new_chunker_is_a_factory_and_a_config_class() -> None:
+    class Whole(Chunker):
+        def __init__(self, label: str) -> None:
+            self.name = label
+
+        def chunk_unit(self, doc, unit):  # type: ignore[no-untyped-def]
+            return UnitResult(doc.book_id, unit.unit_id, [])
+
+    @register("whole-test", config=_WholeConfig)
+    def make(config: _WholeConfig) -> Chunker:
+        return Whole(config.label)
+
+    assert build_chunker_from_config({"name": "whole-test", "label": "w"}).name == "w"
+    assert build_chunker("whole-test").name == "whole"
+    with pytest.raises(ConfigValueError, match=r"label must be a string"):
+        build_chunker_from_config({"name": "whole-test", "label": 3})
