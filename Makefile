@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: venv
-	$(PY) annotate.py input=src/litseg/data/demo/the_two_lanterns.md hydra.run.dir=outputs/demo method.max_retries=1
+	$(PY) annotate.py input=src/litseg/data/demo/the_two_lanterns.md hydra.run.dir=outputs/demo
 	@echo "outputs written to outputs/demo (chunks.jsonl, sentences.jsonl, diagnostics.jsonl, view.html)"
 
 test: venv

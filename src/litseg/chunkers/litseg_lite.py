@@ -23,6 +23,8 @@ from litseg.chunkers.llm_common import (
     usage_of,
 )
 from litseg.llm.base import ChatModel, ChatRequest
+from litseg.segmentation.grammar import SCHEMA as GRAMMAR_SCHEMA
+from litseg.segmentation.grammar import coverage_grammar
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import check_unit_fallback, segment_with_retries
 from litseg.segmentation.schema import LIST_BOUNDS, TEXT_BOUNDS, SchemaLimits, get_schema, json_schema
@@ -39,6 +41,7 @@ class LitSegLiteChunker(LLMChunker):
         max_retries: int = 2,
         max_new_tokens: int = 1024,
         constrained: bool = True,
+        coverage_grammar: bool = True,
         bounded_schema: bool = True,
         schema_limits: Mapping[str, Any] | SchemaLimits | None = None,
         fallback: str = "whole_unit",
@@ -59,6 +62,8 @@ class LitSegLiteChunker(LLMChunker):
         self.max_retries = max_retries
         self.max_new_tokens = max_new_tokens
         self.constrained = constrained
+        # Only the compact answer has a grammar; other schemas decode under their JSON Schema.
+        self.coverage_grammar = bool(coverage_grammar and constrained and prompt["schema"] == GRAMMAR_SCHEMA)
         self.bounded_schema = bounded_schema
         self.schema_limits = SchemaLimits.from_config(schema_limits)
         self.fallback = check_unit_fallback(fallback)
@@ -78,6 +83,7 @@ class LitSegLiteChunker(LLMChunker):
             "max_retries": self.max_retries,
             "max_new_tokens": self.max_new_tokens,
             "constrained": self.constrained,
+            **({"coverage_grammar": True} if self.coverage_grammar else {}),
             "bounded_schema": self.bounded_schema,
             "schema_limits": self.schema_limits.to_dict() if self.bounded_schema else None,
             "fallback": self.fallback,
@@ -90,6 +96,12 @@ class LitSegLiteChunker(LLMChunker):
         return render_single_pass_messages(self.prompt, unit_sentence_texts(doc, unit), self.length_reference,
                                            unit_paragraph_starts(doc, unit))
 
+    def _grammar(self, n: int) -> str | None:
+        """The coverage grammar of a unit of ``n`` sentences, bounded as the schema is."""
+        limits = self.schema_limits if self.bounded_schema else SchemaLimits.from_config(None)
+        return coverage_grammar(n, title_chars=limits.text["chapter_title"], subtitle_chars=limits.text["subtitle"],
+                                max_context=limits.list_limit("context_idx", n) or n)
+
     def _segment(self, doc: Document, unit: Unit, ask) -> UnitResult:
         t0 = time.perf_counter()
         n = unit.n_sentences
@@ -98,9 +110,11 @@ class LitSegLiteChunker(LLMChunker):
         limits = self.schema_limits if self.constrained and self.bounded_schema else None
         schema = (json_schema(self.answer_model, n_sentences=n, bounded=limits or False)
                   if self.constrained else None)
+        grammar = self._grammar(n) if self.coverage_grammar else None
 
         def ask_messages(messages: list[dict[str, str]]):
-            return ask(ChatRequest(messages=messages, json_schema=schema, max_tokens=self.max_new_tokens))
+            return ask(ChatRequest(messages=messages, json_schema=schema, grammar=grammar,
+                                   max_tokens=self.max_new_tokens))
 
         outcome = segment_with_retries(
             ask_messages, self.messages(doc, unit), n=n, answer_model=self.answer_model,
@@ -127,6 +141,7 @@ class LitSegLiteConfig(MethodConfig):
     max_retries: int = 2
     max_new_tokens: int = 3072
     constrained: bool = True
+    coverage_grammar: bool = True
     bounded_schema: bool = True
     # The step texts are summaries here: half the teacher's text bounds (TEXT_BOUNDS).
     schema_limits: dict[str, dict[str, int | None]] = field(default_factory=lambda: {

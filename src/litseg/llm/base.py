@@ -24,10 +24,17 @@ class ChatRequest:
     top_p: float = 1.0
     seed: int | None = None
     stop: list[str] | None = None
+    # An EBNF grammar (xgrammar's dialect) that backends able to use one decode under instead of
+    # json_schema (the transformers/embedded backend); the others keep to json_schema.
+    grammar: str | None = None
 
     def key_payload(self) -> dict[str, Any]:
-        """Everything that can change the answer; used by the response cache."""
-        return asdict(self)
+        """Everything that can change the answer; used by the response cache. (No grammar: the key
+        of every request without one stays what it was before the field existed.)"""
+        payload = asdict(self)
+        if payload["grammar"] is None:
+            del payload["grammar"]
+        return payload
 
 
 @dataclass(slots=True)

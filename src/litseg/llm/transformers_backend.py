@@ -301,12 +301,13 @@ class TransformersChatModel(ChatModel):
         return len(self._prompt_ids(messages))
 
     # ------------------------------------------------------------------ grammar
-    def _compiled_grammar(self, schema: dict[str, Any]) -> Any | None:
-        """The compiled grammar of ``schema``, or None (plain generation) when it cannot be built."""
+    def _compiled_grammar(self, schema: dict[str, Any], ebnf: str | None = None) -> Any | None:
+        """The compiled grammar of ``ebnf`` when given, else of the JSON ``schema``; None (plain
+        generation) when it cannot be built."""
         if self.config.constrained_decoding == "none":
             return None
         loaded = self.loaded
-        key = stable_json(schema)
+        key = ebnf if ebnf is not None else stable_json(schema)
         with loaded.grammar_lock:
             if key in loaded.compiled:
                 loaded.compiled.move_to_end(key)
@@ -328,8 +329,9 @@ class TransformersChatModel(ChatModel):
                 return None
             try:
                 # Compact JSON: no free whitespace, so a weak model cannot wander off in blanks.
-                compiled = loaded.grammar_compiler.compile_json_schema(
-                    json.dumps(schema), any_whitespace=False, strict_mode=True)
+                compiled = (loaded.grammar_compiler.compile_grammar(ebnf) if ebnf is not None else
+                            loaded.grammar_compiler.compile_json_schema(
+                                json.dumps(schema), any_whitespace=False, strict_mode=True))
             except Exception as exc:
                 log.warning("could not build a grammar for this JSON schema (%s: %s); "
                             "generating without it", type(exc).__name__, exc)
@@ -364,7 +366,8 @@ class TransformersChatModel(ChatModel):
             sampled_with_seed = req.temperature > 0 and req.seed is not None
             # A seeded sample must not depend on its batch neighbours, so it runs alone.
             key = f"solo:{i}" if sampled_with_seed else stable_json(
-                [req.max_tokens, req.temperature, req.top_p, req.stop, req.json_schema is not None])
+                [req.max_tokens, req.temperature, req.top_p, req.stop,
+                 req.json_schema is not None or req.grammar is not None])
             groups.setdefault(key, []).append(i)
         size = self.config.batch_size
         for members in groups.values():
@@ -413,7 +416,8 @@ class TransformersChatModel(ChatModel):
             **({"temperature": first.temperature, "top_k": 0, "top_p": 1.0} if sampling else {}))
         processors = LogitsProcessorList()
         grammar: GrammarLogitsProcessor | None = None
-        compiled = [self._compiled_grammar(r.json_schema) if r.json_schema else None for r in requests]
+        compiled = [self._compiled_grammar(r.json_schema, r.grammar) if r.json_schema or r.grammar else None
+                    for r in requests]
         if any(c is not None for c in compiled):
             grammar = GrammarLogitsProcessor(compiled)
             processors.append(grammar)

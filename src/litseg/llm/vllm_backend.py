@@ -50,15 +50,17 @@ def _import_vllm() -> Any:
     return vllm
 
 
-def structured_output_kwargs(schema: dict[str, Any]) -> dict[str, Any]:
-    """SamplingParams keywords that constrain decoding to ``schema`` in the installed vLLM."""
+def structured_output_kwargs(schema: dict[str, Any] | None, grammar: str | None = None) -> dict[str, Any]:
+    """SamplingParams keywords that constrain decoding to ``grammar`` (EBNF, when given) or else to
+    the JSON ``schema`` in the installed vLLM (its xgrammar backend reads the same EBNF dialect)."""
     global _warned_no_structured_outputs
     import vllm.sampling_params as sampling
 
+    spec = {"grammar": grammar} if grammar is not None else {"json": schema}
     if hasattr(sampling, "StructuredOutputsParams"):
-        return {"structured_outputs": sampling.StructuredOutputsParams(json=schema)}
+        return {"structured_outputs": sampling.StructuredOutputsParams(**spec)}
     if hasattr(sampling, "GuidedDecodingParams"):
-        return {"guided_decoding": sampling.GuidedDecodingParams(json=schema)}
+        return {"guided_decoding": sampling.GuidedDecodingParams(**spec)}
     if not _warned_no_structured_outputs:
         log.warning("vllm backend: this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams; "
                     "JSON-schema requests are decoded unconstrained and rely on validation")
@@ -69,7 +71,8 @@ def structured_output_kwargs(schema: dict[str, Any]) -> dict[str, Any]:
 def _request_spec(req: ChatRequest) -> dict[str, Any]:
     # Plain data, so a request can be sent to a replica process.
     return {"messages": req.messages, "max_tokens": req.max_tokens, "temperature": req.temperature,
-            "top_p": req.top_p, "seed": req.seed, "stop": req.stop, "json_schema": req.json_schema}
+            "top_p": req.top_p, "seed": req.seed, "stop": req.stop, "json_schema": req.json_schema,
+            "grammar": req.grammar}
 
 
 def _sampling_params(vllm: Any, spec: dict[str, Any], structured: bool) -> Any:
@@ -79,8 +82,8 @@ def _sampling_params(vllm: Any, spec: dict[str, Any], structured: bool) -> Any:
         kwargs["seed"] = spec["seed"]
     if spec["stop"]:
         kwargs["stop"] = list(spec["stop"])
-    if structured and spec["json_schema"] is not None:
-        kwargs.update(structured_output_kwargs(spec["json_schema"]))
+    if structured and (spec["json_schema"] is not None or spec.get("grammar") is not None):
+        kwargs.update(structured_output_kwargs(spec["json_schema"], spec.get("grammar")))
     return vllm.SamplingParams(**kwargs)
 
 

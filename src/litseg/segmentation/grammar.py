@@ -1,0 +1,56 @@
+"""A decoding grammar that makes an answer's main ranges cover the unit, in order, by construction.
+
+JSON Schema can bound each index to 1..N, but it cannot relate one segment to the next, so a small
+model decoding under it may stop short of the last sentence, skip or repeat ranges, or, once it has
+reached N, keep writing ``N..N`` blocks until the token budget runs out (SmolLM2-135M does exactly
+that). :func:`coverage_grammar` writes an EBNF grammar (xgrammar's dialect) for the compact answer
+``{"chapter_title": ..., "segments": [{"subtitle", "from_idx", "to_idx", "context_idx"}, ...]}``
+in which segment ``k`` must start at the sentence after the previous segment's end, and the array
+must close right after the segment that ends at N. What the model still decides: where to cut,
+every subtitle, the title and the context indices. The answer then goes through the same
+validation as any other (the grammar is a decoding aid, not a bypass), and the format is the one
+the student was trained on (compact JSON, ``", "`` and ``": "`` separators).
+
+The grammar grows with N^2 / 2 alternatives (about 190 KB of text for 150 sentences, compiled by
+xgrammar in about 0.1 s); beyond :data:`MAX_SENTENCES` none is built and decoding falls back to the
+JSON Schema alone.
+"""
+
+from __future__ import annotations
+
+#: The answer schema whose shape the grammar writes (conf/prompt/litseg_lite_compact.yaml).
+SCHEMA = "segments"
+#: No grammar above this many sentences (quadratic size); the JSON Schema still applies.
+MAX_SENTENCES = 600
+
+_CHAR = r'char ::= [^"\\\x00-\x1f] | "\\" ["\\/bfnrt]'
+
+
+def _lit(text: str) -> str:
+    """``text`` as an EBNF string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int, max_context: int) -> str | None:
+    """The EBNF grammar of a covering, ordered compact answer for a unit of ``n_sentences``
+    sentences (None above :data:`MAX_SENTENCES`). ``title_chars`` / ``subtitle_chars`` bound the
+    text fields (a subtitle has at least one character), ``max_context`` the context indices of a
+    block."""
+    n = int(n_sentences)
+    if n < 1 or n > MAX_SENTENCES:
+        return None
+    rules = [
+        "root ::= " + _lit('{"chapter_title": ') + " title " + _lit(', "segments": [') + " seg1 " + _lit("]}"),
+        _CHAR,
+        f'title ::= "\\"" char{{0,{int(title_chars)}}} "\\""',
+        f'sub ::= "\\"" char{{1,{int(subtitle_chars)}}} "\\""',
+        "idx ::= " + " | ".join(f'"{i}"' for i in range(1, n + 1)),
+        'ctx ::= "[]"' + (f' | "[" idx (", " idx){{0,{int(max_context) - 1}}} "]"' if max_context > 0 else ""),
+    ]
+    for k in range(1, n + 1):
+        rules.append(f"seg{k} ::= " + _lit(f'{{"subtitle": ') + " sub " + _lit(f', "from_idx": {k}, "to_idx": ')
+                     + f" end{k}")
+        rules.append(f"end{k} ::= " + " | ".join(f'"{j}" next{j}' for j in range(k, n + 1)))
+        close = _lit(', "context_idx": ') + " ctx " + _lit("}")
+        rules.append(f"next{k} ::= {close}" + (" " + _lit(", ") + f" seg{k + 1}" if k < n else ""))
+    return "\n".join(rules) + "\n"

@@ -1,0 +1,74 @@
+"""The coverage grammar (litseg.segmentation.grammar) accepts exactly the covering, ordered answers."""
+
+import json
+
+import pytest
+
+from litseg.segmentation.grammar import MAX_SENTENCES, coverage_grammar
+from litseg.segmentation.parsing import parse_answer
+from litseg.segmentation.schema import get_schema
+from litseg.segmentation.validation import validate_segments
+
+xgr = pytest.importorskip("xgrammar")
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # A byte-level BPE over single characters: every string is reachable, nothing to download.
+    alphabet = [chr(c) for c in range(32, 127)]
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    vocab["</s>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>")
+    info = xgr.TokenizerInfo.from_huggingface(fast, vocab_size=len(vocab), stop_token_ids=[vocab["</s>"]])
+    return xgr.GrammarCompiler(info, max_threads=1)
+
+
+def accepts(compiler, n: int, text: str) -> bool:
+    grammar = coverage_grammar(n, title_chars=40, subtitle_chars=40, max_context=3)
+    matcher = xgr.GrammarMatcher(compiler.compile_grammar(grammar))
+    return bool(matcher.accept_string(text))
+
+
+def answer(ranges, context=None, title="A tale"):
+    segs = [{"subtitle": f"Block {i}", "from_idx": a, "to_idx": b, "context_idx": (context or {}).get(i, [])}
+            for i, (a, b) in enumerate(ranges)]
+    return json.dumps({"chapter_title": title, "segments": segs}, separators=(", ", ": "))
+
+
+def test_a_covering_ordered_answer_is_accepted_and_valid(compiler):
+    text = answer([(1, 3), (4, 4), (5, 9)], {2: [1, 2]})
+    assert accepts(compiler, 9, text)
+    parsed = parse_answer(text, get_schema("segments"))
+    assert not [i for i in validate_segments(parsed.value.segments, 9) if i.blocking]
+
+
+@pytest.mark.parametrize("ranges", [
+    [(1, 3), (5, 9)],          # a gap
+    [(1, 3), (3, 9)],          # an overlap
+    [(2, 9)],                  # not starting at 1
+    [(1, 3), (4, 8)],          # stopping short of N (the array cannot close)
+    [(1, 9), (9, 9)],          # going on after N
+    [(1, 4), (5, 10)],         # beyond N
+])
+def test_gaps_overlaps_short_and_long_answers_cannot_be_decoded(compiler, ranges):
+    assert not accepts(compiler, 9, answer(ranges))
+
+
+def test_text_bounds_and_context_count_are_enforced(compiler):
+    long_title = answer([(1, 9)], title="x" * 41)
+    too_much_context = answer([(1, 4), (5, 9)], {1: [1, 2, 3, 4]})
+    empty_subtitle = answer([(1, 9)]).replace('"Block 0"', '""')
+    assert accepts(compiler, 9, answer([(1, 9)], title="x" * 40))
+    for text in (long_title, too_much_context, empty_subtitle):
+        assert not accepts(compiler, 9, text)
+
+
+def test_no_grammar_beyond_the_size_limit_and_none_for_an_empty_unit():
+    assert coverage_grammar(MAX_SENTENCES + 1, title_chars=1, subtitle_chars=1, max_context=1) is None
+    assert coverage_grammar(0, title_chars=1, subtitle_chars=1, max_context=1) is None
+    assert "seg600 ::=" in coverage_grammar(MAX_SENTENCES, title_chars=1, subtitle_chars=1, max_context=1)
