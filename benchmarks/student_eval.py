@@ -62,8 +62,12 @@ def run(cmd: list[str], log: Path) -> None:
         raise SystemExit(f"command failed with exit code {done.returncode}; see {log}")
 
 
+# Hydra overrides given with --override, applied to every LitSeg-Lite run (e.g. a token cap).
+EXTRA: list[str] = []
+
+
 def variant_overrides(v: dict[str, Any]) -> list[str]:
-    out = [f"llm={v['llm']}", f"prompt={v['prompt']}"]
+    out = [f"llm={v['llm']}", f"prompt={v['prompt']}", *EXTRA]
     if v.get("adapter"):
         out.append(f"llm.adapter={v['adapter']}")
     return out
@@ -267,7 +271,10 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the table into docs/training.md")
     ap.add_argument("--data-report", type=Path, default=None,
                     help="take the held-out books from this training run's data_report.json (default: the model card)")
+    ap.add_argument("--override", action="append", default=[],
+                    help="a Hydra override for every LitSeg-Lite run, e.g. method.max_new_tokens=1536")
     args = ap.parse_args()
+    EXTRA.extend(args.override)
     args.out.mkdir(parents=True, exist_ok=True)
     variants = dict(BASE_VARIANTS)
     for item in args.variant:
@@ -295,7 +302,8 @@ def main() -> None:
     print(text)
     if args.write:
         body = (f"{text}\nMeasured by `python benchmarks/student_eval.py --write` on this machine "
-                f"({os.cpu_count()} CPU cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}); "
+                f"({os.cpu_count()} CPU cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}"
+                f"{'; LitSeg-Lite runs with ' + ' '.join(EXTRA) if EXTRA else ''}); "
                 f"held-out teacher books: {', '.join(sorted({u[0].book_id for u in units}))}.\n")
         write_block(DOC, "student_eval", "benchmarks/student_eval.py --write", body)
         print(f"wrote the table into {DOC}")

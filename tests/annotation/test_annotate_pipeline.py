@@ -221,7 +221,7 @@ def test_same_file_names_in_two_folders_get_distinct_stable_ids(tmp_path: Path) 
 
 
 def test_litseg_lite_path_still_works(corpus: Path, tmp_path: Path) -> None:
-    cfg = compose_cfg(f"input={corpus}", "method=litseg_lite")
+    cfg = compose_cfg(f"input={corpus}", "method=litseg_lite", "prompt=litseg_lite")  # the paper's Lite prompt
     summary = run_annotate(cfg, tmp_path / "run")
     assert (summary["method"], summary["units"], summary["calls"], summary["retries"]) == ("litseg_lite", 6, 6, 0)
     assert summary["chunks"] == 12 and summary["prompt_versions"]["version"] == "lite-v1"

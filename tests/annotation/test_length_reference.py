@@ -129,10 +129,10 @@ def test_command_writes_a_config_that_later_runs_put_into_their_prompts(tmp_path
     stage3 = chunker.stage_messages(doc, doc.units[0], "stage3")[1]["content"]
     assert expected in stage3 and expected not in chunker.stage_messages(doc, doc.units[0], "stage1")[1]["content"]
 
-    lite, lite_ref = build_chunker_for_run(cfg("method=litseg_lite", "length_reference=calib"))
+    lite, lite_ref = build_chunker_for_run(cfg("method=litseg_lite", "prompt=litseg_lite", "length_reference=calib"))
     assert lite.length_reference == lite_ref
     assert expected in lite.messages(doc, doc.units[0])[1]["content"]
-    plain, none_ref = build_chunker_for_run(cfg("method=litseg_lite"))
+    plain, none_ref = build_chunker_for_run(cfg("method=litseg_lite", "prompt=litseg_lite"))
     assert none_ref is None and expected not in plain.messages(doc, doc.units[0])[1]["content"]
     # Another reference, another key: the guided run did not reuse the calibration units.
     assert summary["units"] == 6 and summary["units_skipped"] == 0
