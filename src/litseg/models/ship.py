@@ -135,6 +135,9 @@ python annotate.py input=book.txt llm=student llm.adapter=PATH   # another adapt
 
 Prompt: `conf/prompt/{meta.get('prompt')}.yaml` (version `{meta.get('prompt_version')}`, answer
 schema `{meta.get('schema')}`). Use the adapter with that prompt: it was trained on nothing else.
+`annotate.py` decodes its answers under the coverage grammar (`method.coverage_grammar: true`,
+`litseg.segmentation.grammar`: main ranges in order, ending at the last sentence); without it the
+model, once it reaches the last sentence, tends to repeat `N..N` blocks until its token budget ends.
 
 ## Data
 
@@ -171,6 +174,8 @@ student"), written by `benchmarks/student_eval.py`.
 
 - 135M parameters: it imitates where the teacher cuts and how it titles blocks; it does not carry
   out the narratological analysis the teacher writes out, and it can miss cuts the teacher makes.
+  Its cuts tend to a regular rhythm of about ten sentences, and it often repeats one subtitle over
+  several blocks of a chapter.
 - Trained on {ex['train']} units (fairy tales, novel chapters, play scenes, cantos) of at most
   about 2,000 words; longer units are outside what it has seen.
 - English only. Every answer is still validated, retried with feedback and repaired by the
