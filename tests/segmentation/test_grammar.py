@@ -72,3 +72,13 @@ def test_no_grammar_beyond_the_size_limit_and_none_for_an_empty_unit():
     assert coverage_grammar(MAX_SENTENCES + 1, title_chars=1, subtitle_chars=1, max_context=1) is None
     assert coverage_grammar(0, title_chars=1, subtitle_chars=1, max_context=1) is None
     assert "seg600 ::=" in coverage_grammar(MAX_SENTENCES, title_chars=1, subtitle_chars=1, max_context=1)
+
+
+def test_block_starts_restrict_where_a_block_may_begin(compiler):
+    grammar = coverage_grammar(9, title_chars=40, subtitle_chars=40, max_context=3, block_starts=[4, 7])
+    ok = [[(1, 3), (4, 9)], [(1, 6), (7, 9)], [(1, 3), (4, 6), (7, 9)], [(1, 9)]]
+    bad = [[(1, 4), (5, 9)], [(1, 2), (3, 9)], [(1, 3), (4, 7), (8, 9)]]
+    for ranges in ok:
+        assert xgr.GrammarMatcher(compiler.compile_grammar(grammar)).accept_string(answer(ranges)), ranges
+    for ranges in bad:
+        assert not xgr.GrammarMatcher(compiler.compile_grammar(grammar)).accept_string(answer(ranges)), ranges

@@ -42,6 +42,7 @@ class LitSegLiteChunker(LLMChunker):
         max_new_tokens: int = 1024,
         constrained: bool = True,
         coverage_grammar: bool = True,
+        cut_at_paragraphs: bool = True,
         bounded_schema: bool = True,
         schema_limits: Mapping[str, Any] | SchemaLimits | None = None,
         fallback: str = "whole_unit",
@@ -64,6 +65,8 @@ class LitSegLiteChunker(LLMChunker):
         self.constrained = constrained
         # Only the compact answer has a grammar; other schemas decode under their JSON Schema.
         self.coverage_grammar = bool(coverage_grammar and constrained and prompt["schema"] == GRAMMAR_SCHEMA)
+        # Blocks start at paragraph starts only where the prompt shows paragraphs to the model.
+        self.cut_at_paragraphs = bool(self.coverage_grammar and cut_at_paragraphs and prompt.get("paragraph_breaks"))
         self.bounded_schema = bounded_schema
         self.schema_limits = SchemaLimits.from_config(schema_limits)
         self.fallback = check_unit_fallback(fallback)
@@ -84,6 +87,7 @@ class LitSegLiteChunker(LLMChunker):
             "max_new_tokens": self.max_new_tokens,
             "constrained": self.constrained,
             **({"coverage_grammar": True} if self.coverage_grammar else {}),
+            **({"cut_at_paragraphs": True} if self.cut_at_paragraphs else {}),
             "bounded_schema": self.bounded_schema,
             "schema_limits": self.schema_limits.to_dict() if self.bounded_schema else None,
             "fallback": self.fallback,
@@ -96,11 +100,19 @@ class LitSegLiteChunker(LLMChunker):
         return render_single_pass_messages(self.prompt, unit_sentence_texts(doc, unit), self.length_reference,
                                            unit_paragraph_starts(doc, unit))
 
-    def _grammar(self, n: int) -> str | None:
+    def _block_starts(self, doc: Document, unit: Unit) -> list[int] | None:
+        """Sentences a block may start at: the paragraph starts, when cuts keep to paragraphs and
+        the unit has more than one paragraph (else anywhere)."""
+        if not self.cut_at_paragraphs:
+            return None
+        starts = [i for i, first in enumerate(unit_paragraph_starts(doc, unit), start=1) if first and i > 1]
+        return starts or None
+
+    def _grammar(self, n: int, block_starts: list[int] | None) -> str | None:
         """The coverage grammar of a unit of ``n`` sentences, bounded as the schema is."""
         limits = self.schema_limits if self.bounded_schema else SchemaLimits.from_config(None)
         return coverage_grammar(n, title_chars=limits.text["chapter_title"], subtitle_chars=limits.text["subtitle"],
-                                max_context=limits.list_limit("context_idx", n) or n)
+                                max_context=limits.list_limit("context_idx", n) or n, block_starts=block_starts)
 
     def _segment(self, doc: Document, unit: Unit, ask) -> UnitResult:
         t0 = time.perf_counter()
@@ -110,7 +122,7 @@ class LitSegLiteChunker(LLMChunker):
         limits = self.schema_limits if self.constrained and self.bounded_schema else None
         schema = (json_schema(self.answer_model, n_sentences=n, bounded=limits or False)
                   if self.constrained else None)
-        grammar = self._grammar(n) if self.coverage_grammar else None
+        grammar = self._grammar(n, self._block_starts(doc, unit)) if self.coverage_grammar else None
 
         def ask_messages(messages: list[dict[str, str]]):
             return ask(ChatRequest(messages=messages, json_schema=schema, grammar=grammar,
@@ -142,6 +154,7 @@ class LitSegLiteConfig(MethodConfig):
     max_new_tokens: int = 3072
     constrained: bool = True
     coverage_grammar: bool = True
+    cut_at_paragraphs: bool = True
     bounded_schema: bool = True
     # The step texts are summaries here: half the teacher's text bounds (TEXT_BOUNDS).
     schema_limits: dict[str, dict[str, int | None]] = field(default_factory=lambda: {

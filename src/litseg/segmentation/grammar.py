@@ -18,6 +18,8 @@ JSON Schema alone.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 #: The answer schema whose shape the grammar writes (conf/prompt/litseg_lite_compact.yaml).
 SCHEMA = "segments"
 #: No grammar above this many sentences (quadratic size); the JSON Schema still applies.
@@ -41,14 +43,17 @@ def _more_indices(max_context: int, n: int) -> str:
     return f"{item}*" if max_context >= n else f"{item}{{0,{max_context - 1}}}"
 
 
-def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int, max_context: int) -> str | None:
+def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int, max_context: int,
+                     block_starts: Collection[int] | None = None) -> str | None:
     """The EBNF grammar of a covering, ordered compact answer for a unit of ``n_sentences``
     sentences (None above :data:`MAX_SENTENCES`). ``title_chars`` / ``subtitle_chars`` bound the
     text fields (a subtitle has at least one character), ``max_context`` the context indices of a
-    block."""
+    block. ``block_starts``, when given, are the only sentences a block may start at besides the
+    first (e.g. paragraph starts); None lets a block start anywhere."""
     n = int(n_sentences)
     if n < 1 or n > MAX_SENTENCES:
         return None
+    starts = set(range(2, n + 1)) if block_starts is None else {int(i) for i in block_starts if 1 < int(i) <= n}
     rules = [
         "root ::= " + _lit('{"chapter_title": ') + " title " + _lit(', "segments": [') + " seg1 " + _lit("]}"),
         f'title ::= "\\"" {_TEXT}{{0,{int(title_chars)}}} "\\""',
@@ -56,10 +61,13 @@ def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int,
         "idx ::= " + " | ".join(f'"{i}"' for i in range(1, n + 1)),
         'ctx ::= "[]"' + (f' | "[" idx {_more_indices(int(max_context), n)} "]"' if max_context > 0 else ""),
     ]
-    for k in range(1, n + 1):
+    close = _lit(', "context_idx": ') + " ctx " + _lit("}")
+    for k in [1, *sorted(starts)]:
         rules.append(f"seg{k} ::= " + _lit(f'{{"subtitle": ') + " sub " + _lit(f', "from_idx": {k}, "to_idx": ')
                      + f" end{k}")
-        rules.append(f"end{k} ::= " + " | ".join(f'"{j}" next{j}' for j in range(k, n + 1)))
-        close = _lit(', "context_idx": ') + " ctx " + _lit("}")
-        rules.append(f"next{k} ::= {close}" + (" " + _lit(", ") + f" seg{k + 1}" if k < n else ""))
+        # A block ends where the next may start, or at the last sentence.
+        ends = [j for j in range(k, n) if j + 1 in starts] + [n]
+        rules.append(f"end{k} ::= " + " | ".join(f'"{j}" next{j}' for j in ends))
+    for j in sorted({j - 1 for j in starts} | {n}):
+        rules.append(f"next{j} ::= {close}" + (" " + _lit(", ") + f" seg{j + 1}" if j < n else ""))
     return "\n".join(rules) + "\n"
