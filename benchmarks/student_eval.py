@@ -159,6 +159,24 @@ def agreement(name: str, v: dict[str, Any], units: list, out: Path) -> dict[str,
             "seconds": summary.get("seconds")}
 
 
+def teacher_cuts_at_paragraphs(teacher: Path) -> tuple[int, int]:
+    """(cuts at a paragraph start, all cuts) of the teacher's segmentations over every imported unit:
+    the evidence behind ``method.cut_at_paragraphs``."""
+    from litseg.annotation.store import read_jsonl
+    from litseg.segmentation.agreement import cuts
+
+    starts: dict[str, set[int]] = {}
+    for s in read_jsonl(teacher / "sentences.jsonl"):
+        if s["para"]:
+            starts.setdefault(s["unit_key"], set()).add(s["idx"])
+    at, total = 0, 0
+    for row in read_jsonl(teacher / "diagnostics.jsonl"):
+        unit_cuts = cuts(row["segments"])
+        total += len(unit_cuts)
+        at += sum(1 for c in unit_cuts if c in starts.get(row["key"], set()))
+    return at, total
+
+
 # --------------------------------------------------------------------------------------------
 # 2. FairytaleQA validation
 
@@ -283,7 +301,8 @@ def main() -> None:
 
     if args.only:
         variants = {k: v for k, v in variants.items() if k in args.only}
-    units = held_out_units(teacher_run(args.out), held_out_books(args.data_report))
+    teacher = teacher_run(args.out)
+    units = held_out_units(teacher, held_out_books(args.data_report))
     heldout = {name: agreement(name, v, units, args.out) for name, v in variants.items()}
     if args.only:
         for name, v in variants.items():
@@ -300,8 +319,10 @@ def main() -> None:
                                                             "results": results}, indent=1, default=str))
     text = table(results, stats, heldout)
     print(text)
+    at, total = teacher_cuts_at_paragraphs(teacher)
     if args.write:
-        body = (f"{text}\nMeasured by `python benchmarks/student_eval.py --write` on this machine "
+        body = (f"{text}\nThe teacher's cuts at a paragraph start: {at} of {total} ({100 * at / max(1, total):.1f} %) over "
+                f"all imported teacher units.\nMeasured by `python benchmarks/student_eval.py --write` on this machine "
                 f"({os.cpu_count()} CPU cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}"
                 f"{'; LitSeg-Lite runs with ' + ' '.join(EXTRA) if EXTRA else ''}); "
                 f"held-out teacher books: {', '.join(sorted({u[0].book_id for u in units}))}.\n")
