@@ -286,6 +286,8 @@ def main() -> None:
     ap.add_argument("--skip-fairytaleqa", action="store_true")
     ap.add_argument("--only", action="append", default=[], help="run these variants only, without the "
                     "evaluation (to fill their resumable runs and the answer cache ahead of time)")
+    ap.add_argument("--rows", action="append", default=[], help="evaluate only these LitSeg-Lite variants "
+                    "(a row left out is named in the table's note)")
     ap.add_argument("--write", action="store_true", help="write the table into docs/training.md")
     ap.add_argument("--data-report", type=Path, default=None,
                     help="take the held-out books from this training run's data_report.json (default: the model card)")
@@ -299,6 +301,9 @@ def main() -> None:
         name, _, adapter = item.partition("=")
         variants[name] = {"llm": "student", "prompt": "litseg_lite_compact", "adapter": adapter}
 
+    left_out = [k for k in variants if args.rows and k not in args.rows]
+    if args.rows:
+        variants = {k: v for k, v in variants.items() if k in args.rows}
     if args.only:
         variants = {k: v for k, v in variants.items() if k in args.only}
     teacher = teacher_run(args.out)
@@ -322,7 +327,9 @@ def main() -> None:
     at, total = teacher_cuts_at_paragraphs(teacher)
     if args.write:
         body = (f"{text}\nThe teacher's cuts at a paragraph start: {at} of {total} ({100 * at / max(1, total):.1f} %) over "
-                f"all imported teacher units.\nMeasured by `python benchmarks/student_eval.py --write` on this machine "
+                f"all imported teacher units.\n"
+                + (f"Not in this run: {', '.join(left_out)} (`--rows`).\n" if left_out else "")
+                + f"Measured by `python benchmarks/student_eval.py --write` on this machine "
                 f"({os.cpu_count()} CPU cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}"
                 f"{'; LitSeg-Lite runs with ' + ' '.join(EXTRA) if EXTRA else ''}); "
                 f"held-out teacher books: {', '.join(sorted({u[0].book_id for u in units}))}.\n")
