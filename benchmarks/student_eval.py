@@ -288,6 +288,8 @@ def main() -> None:
                     "evaluation (to fill their resumable runs and the answer cache ahead of time)")
     ap.add_argument("--rows", action="append", default=[], help="evaluate only these LitSeg-Lite variants "
                     "(a row left out is named in the table's note)")
+    ap.add_argument("--heldout-rows", action="append", default=[], help="measure the held-out agreement "
+                    "for these variants only (the others show '-', named in the note)")
     ap.add_argument("--write", action="store_true", help="write the table into docs/training.md")
     ap.add_argument("--data-report", type=Path, default=None,
                     help="take the held-out books from this training run's data_report.json (default: the model card)")
@@ -308,7 +310,8 @@ def main() -> None:
         variants = {k: v for k, v in variants.items() if k in args.only}
     teacher = teacher_run(args.out)
     units = held_out_units(teacher, held_out_books(args.data_report))
-    heldout = {name: agreement(name, v, units, args.out) for name, v in variants.items()}
+    no_heldout = [k for k in variants if args.heldout_rows and k not in args.heldout_rows]
+    heldout = {name: agreement(name, v, units, args.out) for name, v in variants.items() if name not in no_heldout}
     if args.only:
         for name, v in variants.items():
             run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"export_texts={args.out / 'ftqa_val_texts'}"],
@@ -329,6 +332,8 @@ def main() -> None:
         body = (f"{text}\nThe teacher's cuts at a paragraph start: {at} of {total} ({100 * at / max(1, total):.1f} %) over "
                 f"all imported teacher units.\n"
                 + (f"Not in this run: {', '.join(left_out)} (`--rows`).\n" if left_out else "")
+                + (f"Held-out agreement not measured for: {', '.join(no_heldout)} (`--heldout-rows`).\n"
+                   if no_heldout else "")
                 + f"Measured by `python benchmarks/student_eval.py --write` on this machine "
                 f"({os.cpu_count()} CPU cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}"
                 f"{'; LitSeg-Lite runs with ' + ' '.join(EXTRA) if EXTRA else ''}); "
