@@ -35,7 +35,7 @@ TARGET_S = 180.0  # the issue's target for `make demo` after set-up
 def demo_command() -> list[str]:
     """The annotate.py arguments of the Makefile's demo target."""
     text = (REPO / "Makefile").read_text(encoding="utf-8")
-    m = re.search(r"^demo:.*\n\t\$\(PY\) (annotate\.py .*)$", text, re.M)
+    m = re.search(r"^demo:.*\n\t\$\(PY\) annotate\.py (.*)$", text, re.M)
     if not m:
         raise SystemExit("Makefile has no `demo:` target running annotate.py")
     return [a for a in shlex.split(m.group(1)) if not a.startswith("hydra.run.dir=")]
