@@ -37,7 +37,7 @@ def packaged_model_dir() -> Path:
 def resolve_model_dir(model: str | Path | None = None) -> Path:
     """The local directory of ``model``: ``None`` or an alias of the default gives the packaged MiniLM."""
     if model is None or str(model) in DEFAULT_MODEL_ALIASES:
-        return packaged_model_dir()
+        return packaged_model_dir().resolve()  # one cache entry whatever the path (a symlinked venv)
     path = Path(model).expanduser()
     if not path.is_dir():
         raise FileNotFoundError(
