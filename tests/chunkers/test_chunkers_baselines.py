@@ -500,7 +500,7 @@ def test_packaged_minilm_is_found_without_hardcoded_paths() -> None:
 
     d = packaged_model_dir()
     assert (d / "modules.json").is_file() and (d / "tokenizer.json").is_file()
-    assert resolve_model_dir(None) == d == resolve_model_dir("minilm")
+    assert resolve_model_dir(None) == d.resolve() == resolve_model_dir("minilm")
 
 
 @pytest.mark.slow
