@@ -5,7 +5,7 @@ Run from the repository root (one core):
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sentences.py
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/sentences.py --only litseg,blingfire --markdown
 
-Quality: ``tests/data/sentence_cases.jsonl`` (real excerpts from fiction, verse and drama, each
+Quality: ``tests/data/sentence_cases.jsonl`` (excerpts of the shared fiction, verse and drama, read from ../shared/data by offset, each
 with its expected sentences) and ``tests/data/dialogue_cases.jsonl`` (dialogue-heavy fiction:
 shout lists, speech tags after ellipses, present-tense and rarer speech verbs, action beats,
 single capital letters; real excerpts and a few written for the project). A boundary is the
@@ -245,8 +245,12 @@ def gold_spans(case: dict) -> Spans:
 
 
 def load_cases(path: Path = CASES) -> list[dict]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The labelled cases, book excerpts read from the shared texts (tests/sentence_cases.py)."""
+    sys.path.insert(0, str(REPO))
+    from tests.sentence_cases import load_cases as load
+
+    shared = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared")) / "data"
+    return load(path, shared if shared.is_dir() else None)
 
 
 def evaluate(split: Callable[[str], tuple[Spans, int]], cases: list[dict]) -> dict:
