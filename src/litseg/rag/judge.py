@@ -10,13 +10,13 @@ that have a score.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from litseg.llm.base import ChatModel, ChatRequest
+from litseg.rag.replies import MISSING, json_field
 
 METRICS = ("context_relevance", "answer_accuracy")
 
@@ -47,17 +47,13 @@ def parse_rating(text: str, allowed: Sequence[int] = (0, 1, 2)) -> int | None:
     allowed digit when it is the only one in the reply. None when neither is found."""
     allowed_set = set(allowed)
     t = text.strip()
-    for candidate in (t, *re.findall(r"\{[^{}]*\}", t)):
+    rating = json_field(t, "rating")
+    if rating is not MISSING:
         try:
-            data = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
-            continue
-        if isinstance(data, Mapping) and "rating" in data:
-            try:
-                value = int(data["rating"])
-            except (TypeError, ValueError):
-                return None
-            return value if value in allowed_set and float(data["rating"]) == value else None
+            value = int(rating)
+        except (TypeError, ValueError):
+            return None
+        return value if value in allowed_set and float(rating) == value else None
     m = re.search(r'"?rating"?\s*[:=]\s*"?(\d)', t, flags=re.IGNORECASE)
     if m:
         value = int(m.group(1))

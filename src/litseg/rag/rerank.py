@@ -11,7 +11,6 @@ Candidates after ``top_n`` follow in their retrieval order. Ties go by retrieval
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from litseg.llm.base import ChatModel, ChatRequest, Completion
+from litseg.rag.replies import MISSING, json_field
 from litseg.rag.retrieve import Retrieved
 
 if TYPE_CHECKING:
@@ -98,14 +98,10 @@ def parse_yes_no(text: str, yes: str = "yes", no: str = "no") -> bool | None:
     else a reply whose first word is yes or no, else the only one of the two words it contains.
     None when none of these reads."""
     t = text.strip()
-    for candidate in (t, *re.findall(r"\{[^{}]*\}", t)):
-        try:
-            data = json.loads(candidate)
-        except (json.JSONDecodeError, ValueError):
-            continue
-        if isinstance(data, Mapping) and "relevant" in data:
-            v = str(data["relevant"]).strip().lower()
-            return True if v == yes.lower() else False if v == no.lower() else None
+    verdict = json_field(t, "relevant")
+    if verdict is not MISSING:
+        v = str(verdict).strip().lower()
+        return True if v == yes.lower() else False if v == no.lower() else None
     words = [w.lower() for w in _WORD.findall(t)]
     if words and words[0] in (yes.lower(), no.lower()):
         return words[0] == yes.lower()
