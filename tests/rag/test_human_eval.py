@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import chromium, dump_dom
+
 from litseg.rag import human_eval as he
 from tests.conftest import shared_data_dir
 
@@ -60,6 +62,8 @@ def test_export_is_blind_and_keyed(tmp_path: Path) -> None:
     html = res.sheet_html.read_text(encoding="utf-8")
     assert html.count('class="item"') == 12 and "<script" in html and "http" not in html
     assert "Content Completeness" in res.instructions.read_text(encoding="utf-8")
+    if chromium():  # the sheet's script runs in a browser: the progress line is its first output
+        assert "0 / 12 items complete" in dump_dom(res.sheet_html)
     again = he.export_rating_sample(data, tmp_path / "again", n_per_chunker=6, seed=7, texts=texts, neighbour_chars=30)
     assert _read(again.key_csv) == _read(res.key_csv)  # seeded
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import chromium, dump_dom
+
 from litseg.rag import human_pairwise as hp
 from litseg.rag.datasets import Benchmark, BenchmarkBook, Evidence, Question
 
@@ -61,6 +63,8 @@ def test_export_is_blind_keyed_and_windowed(tmp_path: Path) -> None:
     sheet, key = _read(res.sheet_csv), hp.read_key(res.key_csv)
     assert len(sheet) == res.n_items == 10 and set(key) == {r["item_id"] for r in sheet}
     shown = res.sheet_csv.read_text(encoding="utf-8") + res.sheet_html.read_text(encoding="utf-8")
+    if chromium():  # the sheet's script runs in a browser: the progress line is its first output
+        assert "0 / 10 items judged" in dump_dom(res.sheet_html)
     assert not re.search(r"litseg|lumber|recursive", shown, re.I)  # answers are labelled by side only
     text = bench.books[0].load_text()
     sides = set()

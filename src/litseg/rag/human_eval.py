@@ -265,27 +265,35 @@ body{{font-family:Georgia,serif;max-width:52em;margin:2em auto;padding:0 1em;col
 {"".join(cards)}
 <script>
 const IDS={ids}, DIMS={dims}, KEY={store};
-const saved=JSON.parse(localStorage.getItem(KEY)||"{{}}");
-function save(){{const s={{rater:document.getElementById("rater").value}};
- document.querySelectorAll("input[type=radio]:checked,textarea").forEach(el=>{{s[el.name]=el.value}});
- localStorage.setItem(KEY,JSON.stringify(s));progress();}}
-function progress(){{let done=0;IDS.forEach(id=>{{if(DIMS.every(d=>document.querySelector(`input[name="${{id}}|${{d}}"]:checked`)))done++}});
- document.getElementById("progress").textContent=` ${{done}} / ${{IDS.length}} items complete`;}}
-document.getElementById("rater").value=saved.rater||"";
-document.querySelectorAll("input[type=radio]").forEach(el=>{{if(saved[el.name]===el.value)el.checked=true}});
-document.querySelectorAll("textarea").forEach(el=>{{el.value=saved[el.name]||""}});
-document.addEventListener("change",save);document.addEventListener("input",save);progress();
-function q(v){{v=String(v??"");return /[",\\n\\r]/.test(v)?'"'+v.replace(/"/g,'""')+'"':v}}
-document.getElementById("dl").onclick=()=>{{const r=document.getElementById("rater").value.trim();
- if(!r){{alert("Please enter your rater name first.");return}}
- const lines=[["item_id","rater",...DIMS,"comment"].join(",")];
- IDS.forEach(id=>{{const row=[id,r];DIMS.forEach(d=>{{const c=document.querySelector(`input[name="${{id}}|${{d}}"]:checked`);row.push(c?c.value:"")}});
-  row.push(document.querySelector(`textarea[name="${{id}}|comment"]`).value);lines.push(row.map(q).join(","))}});
- const a=document.createElement("a");a.href=URL.createObjectURL(new Blob([lines.join("\\n")+"\\n"],{{type:"text/csv"}}));
- a.download=`ratings_${{r.replace(/[^A-Za-z0-9_-]/g,"_")}}.csv`;a.click();}};
-</script></body></html>
+function done(id){{return DIMS.every(d=>document.querySelector(`input[name="${{id}}|${{d}}"]:checked`))}}
+function row(id,r){{const out=[id,r];DIMS.forEach(d=>{{const c=document.querySelector(`input[name="${{id}}|${{d}}"]:checked`);out.push(c?c.value:"")}});
+ out.push(document.querySelector(`textarea[name="${{id}}|comment"]`).value);return out}}
+const HEADER=["item_id","rater",...DIMS,"comment"], FILE="ratings", DONE="items complete";
+{SHEET_SCRIPT}</script></body></html>
 """
 
+
+
+#: The script both rating sheets share (this one and litseg.rag.human_pairwise's): answers kept in
+#: the browser's localStorage under KEY, a progress count, and the CSV download. Each sheet defines
+#: IDS, KEY, HEADER, FILE, DONE and the functions done(id) and row(id, rater) before it.
+SHEET_SCRIPT = r"""const saved=JSON.parse(localStorage.getItem(KEY)||"{}");
+function save(){const s={rater:document.getElementById("rater").value};
+ document.querySelectorAll("input[type=radio]:checked,textarea").forEach(el=>{s[el.name]=el.value});
+ localStorage.setItem(KEY,JSON.stringify(s));progress();}
+function progress(){const n=IDS.filter(id=>done(id)).length;
+ document.getElementById("progress").textContent=` ${n} / ${IDS.length} ${DONE}`;}
+document.getElementById("rater").value=saved.rater||"";
+document.querySelectorAll("input[type=radio]").forEach(el=>{if(saved[el.name]===el.value)el.checked=true});
+document.querySelectorAll("textarea").forEach(el=>{el.value=saved[el.name]||""});
+document.addEventListener("change",save);document.addEventListener("input",save);progress();
+function q(v){v=String(v??"");return /[",\n\r]/.test(v)?'"'+v.replace(/"/g,'""')+'"':v}
+document.getElementById("dl").onclick=()=>{const r=document.getElementById("rater").value.trim();
+ if(!r){alert("Please enter your rater name first.");return}
+ const lines=[HEADER.join(",")];IDS.forEach(id=>{lines.push(row(id,r).map(q).join(","))});
+ const a=document.createElement("a");a.href=URL.createObjectURL(new Blob([lines.join("\n")+"\n"],{type:"text/csv"}));
+ a.download=`${FILE}_${r.replace(/[^A-Za-z0-9_-]/g,"_")}.csv`;a.click();};
+"""
 
 # ------------------------------------------------------------------------------ reading ratings
 def read_key(path: str | Path) -> dict[str, dict[str, str]]:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.rag.rows import count_of, text_of
-from litseg.rag.human_eval import cohen_kappas, fleiss_kappa, read_key
+from litseg.rag.human_eval import SHEET_SCRIPT, cohen_kappas, fleiss_kappa, read_key
 
 JUDGEMENTS = ("1", "2", "tie")
 _SIDE_ALIASES = {"1": "1", "a": "1", "first": "1", "answer 1": "1", "2": "2", "b": "2", "second": "2",
@@ -286,25 +286,11 @@ body{{font-family:Georgia,serif;max-width:56em;margin:2em auto;padding:0 1em;col
 {"".join(cards)}
 <script>
 const IDS={ids}, KEY={store};
-const saved=JSON.parse(localStorage.getItem(KEY)||"{{}}");
-function save(){{const s={{rater:document.getElementById("rater").value}};
- document.querySelectorAll("input[type=radio]:checked,textarea").forEach(el=>{{s[el.name]=el.value}});
- localStorage.setItem(KEY,JSON.stringify(s));progress();}}
 function pick(id){{const c=document.querySelector(`input[name="${{id}}|judgement"]:checked`);return c?c.value:""}}
-function progress(){{const done=IDS.filter(id=>pick(id)).length;
- document.getElementById("progress").textContent=` ${{done}} / ${{IDS.length}} items judged`;}}
-document.getElementById("rater").value=saved.rater||"";
-document.querySelectorAll("input[type=radio]").forEach(el=>{{if(saved[el.name]===el.value)el.checked=true}});
-document.querySelectorAll("textarea").forEach(el=>{{el.value=saved[el.name]||""}});
-document.addEventListener("change",save);document.addEventListener("input",save);progress();
-function q(v){{v=String(v??"");return /[",\\n\\r]/.test(v)?'"'+v.replace(/"/g,'""')+'"':v}}
-document.getElementById("dl").onclick=()=>{{const r=document.getElementById("rater").value.trim();
- if(!r){{alert("Please enter your rater name first.");return}}
- const lines=[["item_id","rater","judgement","comment"].join(",")];
- IDS.forEach(id=>{{lines.push([id,r,pick(id),document.querySelector(`textarea[name="${{id}}|comment"]`).value].map(q).join(","))}});
- const a=document.createElement("a");a.href=URL.createObjectURL(new Blob([lines.join("\\n")+"\\n"],{{type:"text/csv"}}));
- a.download=`judgements_${{r.replace(/[^A-Za-z0-9_-]/g,"_")}}.csv`;a.click();}};
-</script></body></html>
+function done(id){{return pick(id)!==""}}
+function row(id,r){{return [id,r,pick(id),document.querySelector(`textarea[name="${{id}}|comment"]`).value]}}
+const HEADER=["item_id","rater","judgement","comment"], FILE="judgements", DONE="items judged";
+{SHEET_SCRIPT}</script></body></html>
 """
 
 
