@@ -67,7 +67,10 @@ EXTRA: list[str] = []
 
 
 def variant_overrides(v: dict[str, Any]) -> list[str]:
-    out = [f"llm={v['llm']}", f"prompt={v['prompt']}", *EXTRA]
+    own = v.get("overrides", [])
+    own_keys = {o.partition("=")[0] for o in own}
+    # a variant's own override of a key replaces the shared one (Hydra refuses a key given twice)
+    out = [f"llm={v['llm']}", f"prompt={v['prompt']}", *(o for o in EXTRA if o.partition("=")[0] not in own_keys), *own]
     if v.get("adapter"):
         out.append(f"llm.adapter={v['adapter']}")
     return out
@@ -290,6 +293,9 @@ def main() -> None:
                     "(a row left out is named in the table's note)")
     ap.add_argument("--heldout-rows", action="append", default=[], help="measure the held-out agreement "
                     "for these variants only (the others show '-', named in the note)")
+    ap.add_argument("--variant-override", action="append", default=[], metavar="NAME:OVERRIDE",
+                    help="a Hydra override for one variant's runs only, e.g. untrained:method.max_retries=0 "
+                    "(named in the table's note)")
     ap.add_argument("--write", action="store_true", help="write the table into docs/training.md")
     ap.add_argument("--data-report", type=Path, default=None,
                     help="take the held-out books from this training run's data_report.json (default: the model card)")
@@ -303,6 +309,11 @@ def main() -> None:
         name, _, adapter = item.partition("=")
         variants[name] = {"llm": "student", "prompt": "litseg_lite_compact", "adapter": adapter}
 
+    for item in args.variant_override:
+        name, sep, override = item.partition(":")
+        if not sep or name not in variants:
+            raise SystemExit(f"--variant-override {item!r}: expected NAME:OVERRIDE with NAME one of {sorted(variants)}")
+        variants[name] = {**variants[name], "overrides": [*variants[name].get("overrides", []), override]}
     left_out = [k for k in variants if args.rows and k not in args.rows]
     if args.rows:
         variants = {k: v for k, v in variants.items() if k in args.rows}
@@ -340,6 +351,8 @@ def main() -> None:
                    "fallbacks, placeholder subtitles and s/unit are those of the held-out teacher units.\n" if args.skip_fairytaleqa else "")
                 + (f"Held-out agreement not measured for: {', '.join(no_heldout)} (`--heldout-rows`).\n"
                    if no_heldout else "")
+                + "".join(f"{name} runs also with {' '.join(v['overrides'])} (`--variant-override`).\n"
+                          for name, v in variants.items() if v.get("overrides"))
                 + f"Measured by `python benchmarks/student_eval.py --write` on this machine "
                 f"({os.cpu_count()} CPU cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '1')}"
                 f"{'; LitSeg-Lite runs with ' + ' '.join(EXTRA) if EXTRA else ''}); "

@@ -175,3 +175,27 @@ def test_run_batched_runs_every_job_once() -> None:
     out = list(run_batched(llm, [job(k) for k in range(20)], workers=5, max_batch=3))
     assert sorted(out) == sorted(f"q{k}" for k in range(20))
     assert max(llm.batches) <= 3
+
+
+COMPACT = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg_lite_compact.yaml"), resolve=True)
+
+
+def compact_answer(ranges: list[tuple[int, int]]) -> str:
+    return json.dumps({"chapter_title": "I", "segments": [
+        {"subtitle": f"Block {k}", "from_idx": a, "to_idx": b, "context_idx": []} for k, (a, b) in enumerate(ranges)]})
+
+
+@pytest.mark.parametrize("cut_at_paragraphs, expected, snapped", [
+    (True, [(1, 4), (5, 6)], 1),      # the cut at sentence 4 moves to the nearest paragraph start, 5
+    (False, [(1, 3), (4, 6)], None),  # the model's own cut
+])
+def test_cuts_move_to_paragraph_starts_when_the_prompt_shows_paragraphs(doc, cut_at_paragraphs, expected, snapped):
+    unit = doc.units[0]   # paragraphs: the heading (1), sentences 2-4 and 5-6
+    llm = ScriptedChatModel([compact_answer([(1, 3), (4, 6)])])
+    chunker = LitSegLiteChunker(llm, COMPACT, cut_at_paragraphs=cut_at_paragraphs)
+    result = chunker.chunk_unit(doc, unit)
+    assert [(c.from_idx, c.to_idx) for c in result.chunks] == expected
+    assert [(s["from_idx"], s["to_idx"]) for s in result.diagnostics["segments"]] == expected
+    assert result.diagnostics.get("snapped_cuts") == snapped
+    assert [c.subtitle for c in result.chunks] == ["Block 0", "Block 1"]
+    assert " ".join(c.main_text for c in result.chunks).split() == doc.text[unit.start:unit.end].split()

@@ -28,6 +28,7 @@ from litseg.segmentation.grammar import coverage_grammar
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import check_unit_fallback, segment_with_retries
 from litseg.segmentation.schema import LIST_BOUNDS, TEXT_BOUNDS, SchemaLimits, get_schema, json_schema
+from litseg.segmentation.snapping import snap_to_paragraphs
 from litseg.segmentation.types import Document, Unit
 
 
@@ -65,8 +66,8 @@ class LitSegLiteChunker(LLMChunker):
         self.constrained = constrained
         # Only the compact answer has a grammar; other schemas decode under their JSON Schema.
         self.coverage_grammar = bool(coverage_grammar and constrained and prompt["schema"] == GRAMMAR_SCHEMA)
-        # Blocks start at paragraph starts only where the prompt shows paragraphs to the model.
-        self.cut_at_paragraphs = bool(self.coverage_grammar and cut_at_paragraphs and prompt.get("paragraph_breaks"))
+        # Cuts move to paragraph starts only where the prompt shows paragraphs to the model.
+        self.cut_at_paragraphs = bool(cut_at_paragraphs and prompt.get("paragraph_breaks"))
         self.bounded_schema = bounded_schema
         self.schema_limits = SchemaLimits.from_config(schema_limits)
         self.fallback = check_unit_fallback(fallback)
@@ -87,7 +88,7 @@ class LitSegLiteChunker(LLMChunker):
             "max_new_tokens": self.max_new_tokens,
             "constrained": self.constrained,
             **({"coverage_grammar": True} if self.coverage_grammar else {}),
-            **({"cut_at_paragraphs": True} if self.cut_at_paragraphs else {}),
+            **({"cut_at_paragraphs": "snap"} if self.cut_at_paragraphs else {}),
             "bounded_schema": self.bounded_schema,
             "schema_limits": self.schema_limits.to_dict() if self.bounded_schema else None,
             "fallback": self.fallback,
@@ -100,19 +101,11 @@ class LitSegLiteChunker(LLMChunker):
         return render_single_pass_messages(self.prompt, unit_sentence_texts(doc, unit), self.length_reference,
                                            unit_paragraph_starts(doc, unit))
 
-    def _block_starts(self, doc: Document, unit: Unit) -> list[int] | None:
-        """Sentences a block may start at: the paragraph starts, when cuts keep to paragraphs and
-        the unit has more than one paragraph (else anywhere)."""
-        if not self.cut_at_paragraphs:
-            return None
-        starts = [i for i, first in enumerate(unit_paragraph_starts(doc, unit), start=1) if first and i > 1]
-        return starts or None
-
-    def _grammar(self, n: int, block_starts: list[int] | None) -> str | None:
+    def _grammar(self, n: int) -> str | None:
         """The coverage grammar of a unit of ``n`` sentences, bounded as the schema is."""
         limits = self.schema_limits if self.bounded_schema else SchemaLimits.from_config(None)
         return coverage_grammar(n, title_chars=limits.text["chapter_title"], subtitle_chars=limits.text["subtitle"],
-                                max_context=limits.list_limit("context_idx", n) or n, block_starts=block_starts)
+                                max_context=limits.list_limit("context_idx", n) or n)
 
     def _segment(self, doc: Document, unit: Unit, ask) -> UnitResult:
         t0 = time.perf_counter()
@@ -122,7 +115,7 @@ class LitSegLiteChunker(LLMChunker):
         limits = self.schema_limits if self.constrained and self.bounded_schema else None
         schema = (json_schema(self.answer_model, n_sentences=n, bounded=limits or False)
                   if self.constrained else None)
-        grammar = self._grammar(n, self._block_starts(doc, unit)) if self.coverage_grammar else None
+        grammar = self._grammar(n) if self.coverage_grammar else None
 
         def ask_messages(messages: list[dict[str, str]]):
             return ask(ChatRequest(messages=messages, json_schema=schema, grammar=grammar,
@@ -134,13 +127,18 @@ class LitSegLiteChunker(LLMChunker):
             max_retries=self.max_retries, feedback=make_feedback(self.feedback_template, self.max_retries),
             fallback=self.fallback, limits=limits,
         )
-        chunks = build_chunks(doc, unit, outcome.segments, method=self.name,
+        segments, snapped = list(outcome.segments), 0
+        if self.cut_at_paragraphs and outcome.diagnostics.fallback in ("none", "repair"):
+            segments, snapped = snap_to_paragraphs(segments, n, unit_paragraph_starts(doc, unit))
+        chunks = build_chunks(doc, unit, segments, method=self.name,
                               token_counter=self.llm.count_tokens, context_position=self.context_position)
         diag = outcome.diagnostics.to_dict()
         diag.update(usage_of(diag.get("attempts", [])), seconds=time.perf_counter() - t0)
         # The final (validated, possibly repaired) segments and the chosen answer: what the
         # training-data builder reads back from diagnostics.jsonl.
-        diag["segments"] = [s.model_dump() for s in outcome.segments]
+        diag["segments"] = [s.model_dump() for s in segments]
+        if self.cut_at_paragraphs:
+            diag["snapped_cuts"] = snapped
         if outcome.answer is not None:
             diag["answer"] = outcome.answer.model_dump()
         return UnitResult(doc.book_id, unit.unit_id, chunks, diag)

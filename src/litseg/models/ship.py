@@ -136,8 +136,9 @@ python annotate.py input=book.txt llm=student llm.adapter=PATH   # another adapt
 Prompt: `conf/prompt/{meta.get('prompt')}.yaml` (version `{meta.get('prompt_version')}`, answer
 schema `{meta.get('schema')}`). Use the adapter with that prompt: it was trained on nothing else.
 `annotate.py` decodes its answers under the coverage grammar (`method.coverage_grammar: true`,
-`litseg.segmentation.grammar`: main ranges in order, ending at the last sentence); without it the
-model, once it reaches the last sentence, tends to repeat `N..N` blocks until its token budget ends.
+`litseg.segmentation.grammar`: main ranges in order, ending at the last sentence) and moves each
+cut to the nearest paragraph start (`method.cut_at_paragraphs`); without the grammar the model,
+once it reaches the last sentence, tends to repeat `N..N` blocks until its token budget ends.
 
 ## Data
 

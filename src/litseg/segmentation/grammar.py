@@ -11,14 +11,19 @@ every subtitle, the title and the context indices. The answer then goes through 
 validation as any other (the grammar is a decoding aid, not a bypass), and the format is the one
 the student was trained on (compact JSON, ``", "`` and ``": "`` separators).
 
+Every end from a block's start to N stays allowed. An index is decoded one digit token at a time,
+so a grammar that allowed only some ends (say, only before a paragraph start) would trap the
+model: having written "1" for an intended 11 that is not allowed, it must go on to 110 when the
+unit has 110 sentences, and the whole unit becomes one block (seen on every FairytaleQA unit of
+100 sentences or more). Rules about where cuts may fall are applied after decoding instead
+(:mod:`litseg.segmentation.snapping`).
+
 The grammar grows with N^2 / 2 alternatives (about 190 KB of text for 150 sentences, compiled by
 xgrammar in about 0.1 s); beyond :data:`MAX_SENTENCES` none is built and decoding falls back to the
 JSON Schema alone.
 """
 
 from __future__ import annotations
-
-from collections.abc import Collection
 
 #: The answer schema whose shape the grammar writes (conf/prompt/litseg_lite_compact.yaml).
 SCHEMA = "segments"
@@ -43,17 +48,14 @@ def _more_indices(max_context: int, n: int) -> str:
     return f"{item}*" if max_context >= n else f"{item}{{0,{max_context - 1}}}"
 
 
-def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int, max_context: int,
-                     block_starts: Collection[int] | None = None) -> str | None:
+def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int, max_context: int) -> str | None:
     """The EBNF grammar of a covering, ordered compact answer for a unit of ``n_sentences``
     sentences (None above :data:`MAX_SENTENCES`). ``title_chars`` / ``subtitle_chars`` bound the
     text fields (a subtitle has at least one character), ``max_context`` the context indices of a
-    block. ``block_starts``, when given, are the only sentences a block may start at besides the
-    first (e.g. paragraph starts); None lets a block start anywhere."""
+    block."""
     n = int(n_sentences)
     if n < 1 or n > MAX_SENTENCES:
         return None
-    starts = set(range(2, n + 1)) if block_starts is None else {int(i) for i in block_starts if 1 < int(i) <= n}
     rules = [
         "root ::= " + _lit('{"chapter_title": ') + " title " + _lit(', "segments": [') + " seg1 " + _lit("]}"),
         f'title ::= "\\"" {_TEXT}{{0,{int(title_chars)}}} "\\""',
@@ -62,12 +64,11 @@ def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int,
         'ctx ::= "[]"' + (f' | "[" idx {_more_indices(int(max_context), n)} "]"' if max_context > 0 else ""),
     ]
     close = _lit(', "context_idx": ') + " ctx " + _lit("}")
-    for k in [1, *sorted(starts)]:
+    for k in range(1, n + 1):
         rules.append(f"seg{k} ::= " + _lit(f'{{"subtitle": ') + " sub " + _lit(f', "from_idx": {k}, "to_idx": ')
                      + f" end{k}")
-        # A block ends where the next may start, or at the last sentence.
-        ends = [j for j in range(k, n) if j + 1 in starts] + [n]
-        rules.append(f"end{k} ::= " + " | ".join(f'"{j}" next{j}' for j in ends))
-    for j in sorted({j - 1 for j in starts} | {n}):
+        # A block ends at any sentence from its start on (see the module's note on digit traps).
+        rules.append(f"end{k} ::= " + " | ".join(f'"{j}" next{j}' for j in range(k, n + 1)))
+    for j in range(1, n + 1):
         rules.append(f"next{j} ::= {close}" + (" " + _lit(", ") + f" seg{j + 1}" if j < n else ""))
     return "\n".join(rules) + "\n"
