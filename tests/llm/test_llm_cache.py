@@ -90,6 +90,34 @@ def test_batch_asks_each_distinct_request_once(tmp_path: Path) -> None:
     assert out[2].text == "answer to b"
 
 
+class _DiesOnThirdCall(ScriptedChatModel):
+    """Answers two requests per call, like a backend with batch_size 2, and dies on its third call."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda r: f"answer to {r.messages[-1]['content']}", name="dies")
+        self.calls = 0
+
+    def answers_per_call(self) -> int | None:
+        return 2
+
+    def chat_batch(self, requests):
+        self.calls += 1
+        if self.calls == 3:
+            raise KeyboardInterrupt("killed mid-batch")
+        assert len(requests) <= 2
+        return super().chat_batch(requests)
+
+
+def test_a_run_killed_mid_batch_keeps_the_answers_already_paid_for(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    with pytest.raises(KeyboardInterrupt):
+        CachedChatModel(_DiesOnThirdCall(), path).chat_batch([req(t) for t in "abcdef"])
+    again = CachedChatModel(_DiesOnThirdCall(), path)
+    out = again.chat_batch([req(t) for t in "abcd"])
+    assert [c.from_cache for c in out] == [True] * 4   # the first two calls' answers were stored
+    assert again.inner.calls == 0
+
+
 def test_replay_answers_recorded_requests_only(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
     recorder = CachedChatModel(echo_model(), path)

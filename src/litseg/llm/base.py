@@ -90,6 +90,12 @@ class ChatModel(ABC):
         """Answer many requests; backends that batch (vLLM, async HTTP) override this."""
         return [self.chat(r) for r in requests]
 
+    def answers_per_call(self) -> int | None:
+        """How many requests of a batch one underlying model call answers (None: the whole batch
+        at once). A cache in front stores the answers of each such slice as soon as it is done, so
+        a run killed in the middle of a long batch keeps what it has paid for."""
+        return 1
+
     def identity(self) -> dict[str, Any]:
         """What identifies this model for the cache (name, weights, adapter, quantisation...)."""
         return {"name": self.name}

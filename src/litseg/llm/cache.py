@@ -230,11 +230,15 @@ class CachedChatModel(ChatModel):
             else:
                 to_ask[key] = request
                 self.misses += 1
-        if to_ask:
-            answers = self.inner.chat_batch(list(to_ask.values()))
-            if len(answers) != len(to_ask):
-                raise ChatModelError(f"{self.inner.name} answered {len(answers)} of {len(to_ask)} requests")
-            for (key, request), answer in zip(to_ask.items(), answers):
+        pending = list(to_ask.items())
+        size = self.inner.answers_per_call() or len(pending) or 1
+        # Slice by what the backend answers per call anyway, storing each slice when it is done.
+        for start in range(0, len(pending), size):
+            part = pending[start:start + size]
+            answers = self.inner.chat_batch([request for _, request in part])
+            if len(answers) != len(part):
+                raise ChatModelError(f"{self.inner.name} answered {len(answers)} of {len(part)} requests")
+            for (key, request), answer in zip(part, answers):
                 results[key] = answer
                 if answer.error is None:
                     self.stored += int(self.store.put(key, self._identity, request, answer))

@@ -193,6 +193,9 @@ class OpenAIChatModel(ChatModel):
     def chat(self, request: ChatRequest) -> Completion:
         return self._run(self._achat(request))
 
+    def answers_per_call(self) -> int | None:
+        return None  # the whole batch goes out concurrently
+
     def chat_batch(self, requests: list[ChatRequest]) -> list[Completion]:
         """Answer all requests concurrently (bounded by max_concurrency); results keep their order."""
         if not requests:

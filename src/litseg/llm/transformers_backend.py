@@ -350,6 +350,9 @@ class TransformersChatModel(ChatModel):
         value = getattr(self.loaded.model.config, "max_position_embeddings", None)
         return int(value) if value else None
 
+    def answers_per_call(self) -> int | None:
+        return self.config.batch_size
+
     def chat_batch(self, requests: list[ChatRequest]) -> list[Completion]:
         results: list[Completion | None] = [None] * len(requests)
         prompts: dict[int, list[int]] = {}

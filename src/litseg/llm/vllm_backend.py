@@ -312,6 +312,9 @@ class VLLMChatModel(ChatModel):
     def chat(self, request: ChatRequest) -> Completion:
         return self.chat_batch([request])[0]
 
+    def answers_per_call(self) -> int | None:
+        return self.config.max_batch_size
+
     def chat_batch(self, requests: list[ChatRequest]) -> list[Completion]:
         if not requests:
             return []
