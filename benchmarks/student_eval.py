@@ -189,7 +189,7 @@ def unit_stats(run_dir: Path, prompt_name: str) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from litseg.annotation.store import read_jsonl
-    from litseg.segmentation.agreement import instruction_strings, placeholder_share
+    from litseg.segmentation.agreement import instruction_strings, placeholder_share, repeated_subtitle_share
     from litseg.segmentation.schema import get_schema
 
     diags = read_jsonl(run_dir / "diagnostics.jsonl")
@@ -208,6 +208,8 @@ def unit_stats(run_dir: Path, prompt_name: str) -> dict[str, Any]:
         "fallback_repair": fallbacks.get("repair", 0) / n if n else None,
         "fallback_whole_unit": fallbacks.get("whole_unit", 0) / n if n else None,
         "placeholder_share": placeholder_share([c.get("subtitle", "") for c in chunks], texts),
+        "repeated_subtitles": repeated_subtitle_share([s.get("subtitle", "") for s in d.get("segments", [])]
+                                                      for d in diags),
         "seconds_per_unit": float(summary.get("in_dir", {}).get("model_seconds") or summary.get("seconds", 0)) / n
         if n else None,
         "wall_seconds": summary.get("seconds"),
@@ -262,7 +264,7 @@ def metric(r: dict[str, Any], *names: str) -> Any:
 
 def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any]) -> str:
     head = ["FairytaleQA val", "MRR@10", "Hit@1", "random Hit@1", "evidence@1500", "words/chunk",
-            "first-try valid", "fallback repair / whole unit", "placeholder subtitles", "s/unit",
+            "first-try valid", "fallback repair / whole unit", "placeholder subtitles", "repeated subtitles", "s/unit",
             "boundary F1 vs teacher (held-out)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     labels = [("recursive", "recursive 1000c", None), ("semantic", "semantic", None)]
@@ -276,7 +278,8 @@ def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any
                  fmt(s.get("first_try_valid"), pct=True),
                  f"{fmt(s.get('fallback_repair'), pct=True)} / {fmt(s.get('fallback_whole_unit'), pct=True)}"
                  if s else "-",
-                 fmt(s.get("placeholder_share"), pct=True), fmt(s.get("seconds_per_unit"), digits=1),
+                 fmt(s.get("placeholder_share"), pct=True), fmt(s.get("repeated_subtitles"), pct=True),
+                 fmt(s.get("seconds_per_unit"), digits=1),
                  f"{fmt(h.get('boundary_f1'))} ({h.get('units', 0)} units)" if h else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from litseg.segmentation.agreement import (
     instruction_strings,
     micro_boundary_f1,
     placeholder_share,
+    repeated_subtitle_share,
     placeholder_subtitle,
 )
 from litseg.segmentation.schema import get_schema
@@ -93,3 +94,9 @@ def test_boundary_reward_scores_agreement_with_the_teacher() -> None:
     assert scores[0] == 1.0
     assert scores[1] == boundary_f1(seg((1, 5), (6, 12)), seg((1, 4), (5, 9), (10, 12))).f1 == 2 / 3
     assert scores[2] == 0.0
+
+
+def test_repeated_subtitles_count_within_a_unit_only():
+    units = [["Mara finds the key", "mara  finds the KEY", "Mara opens the door"], ["Mara finds the key"]]
+    assert repeated_subtitle_share(units) == 1 / 4
+    assert repeated_subtitle_share([]) is None

@@ -147,3 +147,17 @@ def placeholder_share(subtitles: Sequence[str], instructions: Sequence[str]) -> 
     if not subtitles:
         return None
     return sum(placeholder_subtitle(s, instructions) for s in subtitles) / len(subtitles)
+
+
+def repeated_subtitle_share(units: Iterable[Sequence[str]]) -> float | None:
+    """Share of blocks whose subtitle (case and spacing aside) repeats an earlier block's of the
+    same unit: a small student tends to name every block of a chapter alike."""
+    total = repeated = 0
+    for subtitles in units:
+        seen: set[str] = set()
+        for subtitle in subtitles:
+            key = " ".join(str(subtitle).lower().split())
+            repeated += key in seen
+            seen.add(key)
+            total += 1
+    return repeated / total if total else None
