@@ -12,8 +12,8 @@ from litseg.segmentation.agreement import (
     instruction_strings,
     micro_boundary_f1,
     placeholder_share,
-    repeated_subtitle_share,
     placeholder_subtitle,
+    repeated_subtitle_share,
 )
 from litseg.segmentation.schema import get_schema
 from tests.conftest import REPO
