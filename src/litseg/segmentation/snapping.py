@@ -32,7 +32,8 @@ def nearest_start(cut: int, starts: Sequence[int]) -> int:
     return before if cut - before <= after - cut else after
 
 
-def snap_to_paragraphs(segments: Sequence[Segment], n: int, paragraph_starts: Sequence[bool]) -> tuple[list[Segment], int]:
+def snap_to_paragraphs(segments: Sequence[Segment], n: int,
+                       paragraph_starts: Sequence[bool]) -> tuple[list[Segment], int]:
     """``segments`` (a valid, covering, ordered segmentation of ``n`` sentences) with every cut moved
     to the nearest paragraph start, and how many cuts moved or merged. ``paragraph_starts[i]`` says
     whether sentence ``i + 1`` opens a paragraph."""
