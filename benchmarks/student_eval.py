@@ -210,7 +210,9 @@ def unit_stats(run_dir: Path, prompt_name: str) -> dict[str, Any]:
         "placeholder_share": placeholder_share([c.get("subtitle", "") for c in chunks], texts),
         "repeated_subtitles": repeated_subtitle_share([s.get("subtitle", "") for s in d.get("segments", [])]
                                                       for d in diags),
-        "seconds_per_unit": float(summary.get("in_dir", {}).get("model_seconds") or summary.get("seconds", 0)) / n
+        # The model's time per unit: each answer's share of its generate call (a unit's own
+        # "seconds" in a batched run includes waiting for the rest of the batch).
+        "seconds_per_unit": sum(float(a.get("seconds") or 0.0) for d in diags for a in d.get("attempts") or []) / n
         if n else None,
         "wall_seconds": summary.get("seconds"),
     }

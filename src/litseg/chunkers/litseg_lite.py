@@ -133,7 +133,11 @@ class LitSegLiteChunker(LLMChunker):
         chunks = build_chunks(doc, unit, segments, method=self.name,
                               token_counter=self.llm.count_tokens, context_position=self.context_position)
         diag = outcome.diagnostics.to_dict()
-        diag.update(usage_of(diag.get("attempts", [])), seconds=time.perf_counter() - t0)
+        attempts = diag.get("attempts", [])
+        # seconds: this unit's wall time, which in a batch includes waiting for the others;
+        # model_seconds: the model's own time for its answers (a generate call's time shared by its batch)
+        diag.update(usage_of(attempts), seconds=time.perf_counter() - t0,
+                    model_seconds=sum(float(a.get("seconds") or 0.0) for a in attempts))
         # The final (validated, possibly repaired) segments and the chosen answer: what the
         # training-data builder reads back from diagnostics.jsonl.
         diag["segments"] = [s.model_dump() for s in segments]
