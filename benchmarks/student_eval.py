@@ -230,10 +230,17 @@ def fairytaleqa(variants: dict[str, dict[str, Any]], out: Path) -> tuple[dict[st
              f"hydra.run.dir={run_dir}", "print_table=0", "view=false", "export.enabled=false"], out / "logs.txt")
         stats[name] = unit_stats(run_dir, v["prompt"])
         files.append(f"{{label: litseg_lite_{name}, path: {run_dir}}}")
-    eval_dir = out / "evaluate"
-    run([sys.executable, "evaluate.py", "suite=fairytaleqa", "chunkers=[recursive,semantic]",
-         f"chunk_files=[{','.join(files)}]", f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500"], out / "logs.txt")
-    return json.loads((eval_dir / "results.json").read_text()), stats
+    # The index holds each chunk's text as the paper builds it (subtitle and context sentences
+    # around the main text); a second run indexes the main text alone, to see what the LLM rows'
+    # enrichment adds or costs (the baselines have none, so their rows must not change).
+    results: dict[str, Any] = {}
+    for key, folder, extra in (("text", "evaluate", []), ("main_text", "evaluate-main-text", ["metrics.index_text=main_text"])):
+        eval_dir = out / folder
+        run([sys.executable, "evaluate.py", "suite=fairytaleqa", "chunkers=[recursive,semantic]",
+             f"chunk_files=[{','.join(files)}]", f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500", *extra],
+            out / "logs.txt")
+        results[key] = json.loads((eval_dir / "results.json").read_text())
+    return {**results["text"], "main_text": results["main_text"]}, stats
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,17 +262,32 @@ def row_metrics(results: dict[str, Any], label: str) -> dict[str, Any]:
     return {}
 
 
-def metric(r: dict[str, Any], *names: str) -> Any:
-    for container in (r.get("retrieval") or {}, r.get("random") or {}, r.get("evidence") or {},
-                      r.get("chunk_stats") or {}, r):
-        for n in names:
-            if isinstance(container, dict) and n in container:
-                return container[n]
-    return None
+def metric(r: dict[str, Any], name: str) -> Any:
+    """A retrieval metric's estimate from one row of evaluate.py's results.json."""
+    value = (r.get("metrics") or {}).get(name)
+    return value.get("estimate") if isinstance(value, dict) else value
+
+
+def words_per_chunk(r: dict[str, Any]) -> Any:
+    return ((r.get("chunks") or {}).get("words") or {}).get("mean")
+
+
+def paired_lines(results: dict[str, Any]) -> str:
+    """Each LitSeg-Lite row against recursive 1000c and semantic on the same questions: the
+    difference in MRR@10 with its 95 % interval and permutation p (resampled by book)."""
+    lines = []
+    for key, label in (("text", ""), ("main_text", ", main text indexed")):
+        rows = results if key == "text" else (results.get("main_text") or {})
+        for pair in rows.get("pairwise") or []:
+            if pair["metric"] != "mrr@10" or not str(pair["b"]).startswith("litseg_lite_"):
+                continue
+            lines.append(f"- MRR@10{label}, {pair['b']} minus {pair['a']}: {-pair['diff']:+.3f} "
+                         f"[{-pair['diff_high']:+.3f}, {-pair['diff_low']:+.3f}], permutation p = {pair['p_permutation']:.3g}")
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any]) -> str:
-    head = ["FairytaleQA val", "MRR@10", "Hit@1", "random Hit@1", "evidence@1500", "words/chunk",
+    head = ["FairytaleQA val", "MRR@10", "MRR@10, main text indexed", "Hit@1", "random Hit@1", "evidence@1500", "words/chunk",
             "first-try valid", "fallback repair / whole unit", "placeholder subtitles", "repeated subtitles", "s/unit",
             "boundary F1 vs teacher (held-out)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -275,8 +297,9 @@ def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any
         r = row_metrics(results, label)
         s = stats.get(name, {}) if name else {}
         h = heldout.get(name, {}) if name else {}
-        cells = [shown, fmt(metric(r, "mrr@10")), fmt(metric(r, "hit@1")), fmt(metric(r, "random_hit@1")),
-                 fmt(metric(r, "evidence@1500")), fmt(metric(r, "words_per_chunk", "mean_words"), digits=0),
+        plain = row_metrics(results.get("main_text") or {}, label)
+        cells = [shown, fmt(metric(r, "mrr@10")), fmt(metric(plain, "mrr@10")), fmt(metric(r, "hit@1")), fmt(metric(r, "random_hit@1")),
+                 fmt(metric(r, "evidence@1500")), fmt(words_per_chunk(r), digits=0),
                  fmt(s.get("first_try_valid"), pct=True),
                  f"{fmt(s.get('fallback_repair'), pct=True)} / {fmt(s.get('fallback_whole_unit'), pct=True)}"
                  if s else "-",
@@ -349,7 +372,7 @@ def main() -> None:
     print(text)
     at, total = teacher_cuts_at_paragraphs(teacher)
     if args.write:
-        body = (f"{text}\nThe teacher's cuts at a paragraph start: {at} of {total} ({100 * at / max(1, total):.1f} %) over "
+        body = (f"{text}\n{paired_lines(results)}\nThe teacher's cuts at a paragraph start: {at} of {total} ({100 * at / max(1, total):.1f} %) over "
                 f"all imported teacher units.\n"
                 + (f"Not in this run: {', '.join(left_out)} (`--rows`).\n" if left_out else "")
                 + ("FairytaleQA not run (`--skip-fairytaleqa`): the retrieval columns are empty; first-try valid, "
