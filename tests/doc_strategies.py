@@ -10,7 +10,7 @@ from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Document, Sentence, Unit
 
 # Words, punctuation, quotes and non-Latin text, joined by every kind of whitespace and line end.
-PIECES = ["the", "whale", "Ahab", "said", "café", "naïve", "Ishmael", "sea", "ha", "a", "—", "...",
+PIECES = ["the", "gull", "Maren", "said", "café", "naïve", "Tobias", "sea", "ha", "a", "—", "...",
           ".", ",", "!", "?", ";", '"', "\u201d", "'", "(", ")", "42", "3.14", "Mr.", "Ω", "日本"]
 SPACES = [" ", " ", " ", "  ", "\n", "\n\n", "\r\n", "\r\n\r\n", "\t", " \n \n"]
 

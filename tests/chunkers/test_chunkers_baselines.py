@@ -155,7 +155,7 @@ def test_every_chunker_on_preprocessed_documents(label: str, chunker: Chunker, d
 
 @pytest.mark.parametrize("label,chunker", CASES, ids=[c[0] for c in CASES])
 def test_chunkers_are_deterministic_and_sorted(label: str, chunker: Chunker) -> None:
-    text = ("It was the best of times, it was the worst of times. " * 6 + "\n\n") * 3
+    text = ("The tide came in at dusk, and the boats came home. " * 6 + "\n\n") * 3
     doc = make_doc(text, [len(text) // 2])
     first, second = run_all(chunker, doc), run_all(chunker, doc)
     assert [[c.main_spans for c in r.chunks] for r in first] == [[c.main_spans for c in r.chunks] for r in second]
@@ -219,11 +219,11 @@ def test_embedded_smollm2_tokenizer_when_installed(tmp_path: Path, monkeypatch: 
     # The converted vocabulary is cached; the second load reads it and tokenizes identically.
     assert len(list((tmp_path / "tokenizers").glob("*.json"))) == 1
     again = token_mod._embedded_tokenizer()
-    sample = "Call me Ishmael. Café — naïve!"
+    sample = "Call me Maren. Café — naïve!"
     assert again is not None and again.offsets(sample) == tok.offsets(sample)
     monkeypatch.setattr(token_mod, "_embedded_tokenizer", lambda: again)
     load_tokenizer.cache_clear()
-    text = "Call me Ishmael.\r\n\r\nSome years ago — never mind how long — café!"
+    text = "Call me Maren.\r\n\r\nSome winters back — how many hardly matters — café!"
     doc = make_doc(text)
     res = TokenChunker(chunk_size=3, overlap=1, tokenizer="embedded").chunk_unit(doc, doc.units[0])
     assert_coverage_and_spans(doc, [res])

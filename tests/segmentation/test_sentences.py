@@ -161,9 +161,9 @@ def test_blank_line_is_a_boundary_single_break_is_not(eol: str) -> None:
 
 
 def test_heading_without_blank_line_and_speaker_lines() -> None:
-    text = "CHAPTER I\nThe sun rose.\n**HAMLET**  \nTo be, or not to be,\nthat is the question.\n"
-    assert split_sentences(text) == ["CHAPTER I", "The sun rose.", "**HAMLET**",
-                                     "To be, or not to be,\nthat is the question."]
+    text = "CHAPTER I\nThe sun rose.\n**KEEPER**  \nLight the lamp, or leave it dark,\nthat is the choice.\n"
+    assert split_sentences(text) == ["CHAPTER I", "The sun rose.", "**KEEPER**",
+                                     "Light the lamp, or leave it dark,\nthat is the choice."]
 
 
 def test_abbreviations_initials_and_speech_tags() -> None:
@@ -215,9 +215,10 @@ def test_speech_tags_after_quotes(text: str, n: int) -> None:
      ["Nobody told us how to get from A to B.", "I knew the way."]),
     ("My report said I was a B. Mr. Okafor wrote it.", ["My report said I was a B.", "Mr. Okafor wrote it."]),
     ("It was Plan B. Then I left.", ["It was Plan B.", "Then I left."]),
-    ("It came under the letter A. You have lost nothing.", ["It came under the letter A.", "You have lost nothing."]),
+    ("It was filed under the letter A. You will find it there.",
+     ["It was filed under the letter A.", "You will find it there."]),
     ("Dr. J. R. Jones met G. J. Utterson and M. Racine.", None),
-    ("They were read as D. I. C.; but the last was G.", None),
+    ("The crates were marked D. I. C.; but the last was G.", None),
     ("He said he could not do it WOULDN'T. Now, Fred is good.", ["He said he could not do it WOULDN'T.", "Now, Fred is good."]),
 ])
 def test_single_capital_letters(text: str, expected: list[str] | None) -> None:
@@ -226,7 +227,7 @@ def test_single_capital_letters(text: str, expected: list[str] | None) -> None:
 
 def test_a_title_number_opening_a_block_stays_with_its_title() -> None:
     assert split_sentences("V. A Morning Adventure") == ["V. A Morning Adventure"]
-    assert split_sentences("I. The Period\n\nIt was late.") == ["I. The Period", "It was late."]
+    assert split_sentences("I. The Harbour\n\nIt was late.") == ["I. The Harbour", "It was late."]
 
 
 def test_offsets_are_into_the_whole_text() -> None:
@@ -257,25 +258,25 @@ def test_text_must_be_a_string() -> None:
 
 
 def test_iter_runs_marks_headings_atomic() -> None:
-    text = "BOOK ONE\n\nI. The Period\n\nIt was the best of times. It was the worst."
+    text = "BOOK ONE\n\nI. The Harbour\n\nIt was the calmest of nights. It was the coldest."
     runs = [(text[s:e], atomic) for s, e, atomic in iter_runs(text)]
-    assert runs == [("BOOK ONE", True), ("I. The Period", True),
-                    ("It was the best of times. It was the worst.", False)]
+    assert runs == [("BOOK ONE", True), ("I. The Harbour", True),
+                    ("It was the calmest of nights. It was the coldest.", False)]
 
 
 # ----------------------------------------------------------------------------- word cap
 
-LONG = ("Daring burglaries by armed men took place every night; families were cautioned not to "
-        "go out of town without removing their furniture; the highwayman in the dark was a City "
-        "tradesman in the light, and, being recognised by his fellow-tradesman, gallantly shot "
-        "him through the head and rode away--the mail was waylaid by seven robbers, and the "
-        "guard shot three dead: after which the mail was robbed in peace.")
+LONG = ("Storms came in off the sea every night; fishers were told not to row out past the point "
+        "without lashing their nets; the keeper in the tower by night was a net-maker on the quay "
+        "by day, and, being known by his fellow fishers, gladly lent them his boat and rowed "
+        "away--the ferry was held up by seven gulls, and the pilot counted three of them: after "
+        "which the ferry crossed in peace.")
 
 
 def test_word_cap_cuts_at_clause_boundaries() -> None:
     pieces = split_sentences(LONG, max_words=25)
     assert len(pieces) > 1 and all(len(p.split()) <= 25 for p in pieces)
-    assert pieces[0].endswith("their furniture;")  # the furthest clause mark within the cap
+    assert pieces[0].endswith("their nets;")  # the furthest clause mark within the cap
     assert all(p[-1] in ";:,-." for p in pieces)  # every cut after a clause mark
     assert "".join("".join(p.split()) for p in pieces) == "".join(LONG.split())
     assert split_sentences(LONG) == [LONG]  # no cap by default

@@ -173,7 +173,7 @@ _ENTRY_OPENS_NUMBERED = re.compile(rf"\s*(?:(?:{_KW_ALT})\s+)?(?:[IVXLCDM]+|[ivx
 def _join_wrapped_entries(lines: list[str]) -> list[str]:
     """Entries wrapped over several lines in a list with page numbers: a deeper-indented line
     that does not open with a number continues the entry above until a page number ends it
-    (``III How Everything Turned Out Right for Oliver`` / ``in the End   65``). A line that
+    (``III How the Lantern Came Back to the Quay`` / ``in the End   65``). A line that
     introduces sub-entries (``THE THREE VOICES:--``) is not continued."""
     if len(lines) < 2 or not any(_LISTY_PAGE.search(ln) for ln in lines):
         return lines

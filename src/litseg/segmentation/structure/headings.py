@@ -183,7 +183,7 @@ def classify_line(line: str) -> tuple[str, str, float, int | None, str, str, boo
 
 def _title_like(b: Block) -> bool:
     """Could this block be the subtitle that follows a bare heading ("CHAPTER I" / "THE
-    BEGINNING", "1" / "The Old Sea-dog at the Admiral Benbow")?"""
+    BEGINNING", "1" / "The Old Keeper at the Lantern Inn")?"""
     if b.n_lines > 3 or b.n_words > 22 or b.blank_before > 3 or b.md_heading:
         return False
     if b.upper_only:

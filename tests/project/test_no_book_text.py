@@ -1,0 +1,77 @@
+"""No passage of the shared literary texts is committed: tests and examples use text written for
+the project, and read the books from ../shared/data when they need them.
+
+Every string literal of the repository's Python files, and every tracked text file, is cut into
+runs of eight words; none may occur in a shared text (Project Gutenberg books, Shakespeare, the more/ collection). Eight words
+is long enough that common phrases do not trigger it and short enough to catch a quoted
+sentence or a chapter title with its neighbours."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO, shared_data_dir
+
+WORDS = re.compile(r"[a-z]+")
+N = 8
+TEXT_SUFFIXES = {".md", ".txt", ".yaml", ".yml", ".jsonl", ".json", ".tsv", ".csv", ".html", ".toml"}
+# Not a book's text: Project Gutenberg's own header, footer and licence lines, which the reader
+# must recognise to strip them (litseg.segmentation.gutenberg and its tests), and a counting run.
+FRAMING_WORDS = {"gutenberg", "ebook", "etexts"}
+COUNTING = set("one two three four five six seven eight nine ten eleven twelve".split())
+ALLOWED = {("you", "accept", "and", "agree", "to", "be", "bound", "by")}   # licence wording
+
+
+def allowed(run: tuple[str, ...], titles: set[tuple[str, ...]] = frozenset()) -> bool:
+    return run in ALLOWED or run in titles or not FRAMING_WORDS.isdisjoint(run) or set(run) <= COUNTING
+
+
+def book_titles(texts) -> set[tuple[str, ...]]:
+    """Runs of the shared books' titles (file names, the manifest): reports name the books."""
+    names = " | ".join(p.stem.replace("_", " ") for p in texts.rglob("*"))
+    manifest = texts / "manifest.tsv"
+    return shingles(names + " " + (manifest.read_text(encoding="utf-8") if manifest.is_file() else ""))
+
+
+def shingles(text: str) -> set[tuple[str, ...]]:
+    words = WORDS.findall(text.lower())
+    return {tuple(words[i:i + N]) for i in range(len(words) - N + 1)}
+
+
+def repo_shingles() -> dict[tuple[str, ...], str]:
+    """Eight-word runs of every string literal in the tracked Python files and of every tracked
+    text file (docs, configs, prompts, labelled cases), with where they are."""
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    found: dict[tuple[str, ...], str] = {}
+    for name in files:
+        path = REPO / name
+        if name.endswith(".py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    for s in shingles(node.value):
+                        found.setdefault(s, f"{name}:{node.lineno}")
+        elif path.suffix in TEXT_SUFFIXES and path.is_file():
+            for s in shingles(path.read_text(encoding="utf-8", errors="replace")):
+                found.setdefault(s, name)
+    return found
+
+
+@pytest.mark.shared_data
+def test_no_passage_of_a_shared_text_is_in_the_code() -> None:
+    texts = shared_data_dir() / "texts"
+    ours = repo_shingles()
+    assert ours, "no string literal found: the scan is broken"
+    titles = book_titles(texts)
+    hits: dict[str, str] = {}
+    for path in sorted(p for p in texts.rglob("*") if p.suffix in (".txt", ".md")):
+        words = WORDS.findall(path.read_text(encoding="utf-8", errors="replace").lower())
+        for i in range(len(words) - N + 1):
+            run = tuple(words[i:i + N])
+            if run in ours and not allowed(run, titles):
+                hits.setdefault(ours[run], f"{' '.join(run)!r} from {path.relative_to(texts)}")
+    assert hits == {}
