@@ -14,8 +14,8 @@ the student was trained on (compact JSON, ``", "`` and ``": "`` separators).
 Every end from a block's start to N stays allowed. An index is decoded one digit token at a time,
 so a grammar that allowed only some ends (say, only before a paragraph start) would trap the
 model: having written "1" for an intended 11 that is not allowed, it must go on to 110 when the
-unit has 110 sentences, and the whole unit becomes one block (seen on every FairytaleQA unit of
-100 sentences or more). Rules about where cuts may fall are applied after decoding instead
+unit has 110 sentences, and the whole unit becomes one block (seen on several FairytaleQA units
+of 100 sentences or more). Rules about where cuts may fall are applied after decoding instead
 (:mod:`litseg.segmentation.snapping`).
 
 The grammar grows with N^2 / 2 alternatives (about 190 KB of text for 150 sentences, compiled by
