@@ -236,10 +236,10 @@ def fairytaleqa(variants: dict[str, dict[str, Any]], out: Path) -> tuple[dict[st
     # The index holds each chunk's text as the paper builds it (subtitle and context sentences
     # around the main text); a second run indexes the main text alone, to see what the LLM rows'
     # enrichment adds or costs (the baselines have none, so their rows must not change).
-    results: dict[str, Any] = {}
     if REUSE:
         return ({**json.loads((out / "evaluate" / "results.json").read_text()),
                  "main_text": json.loads((out / "evaluate-main-text" / "results.json").read_text())}, stats)
+    results: dict[str, Any] = {}
     for key, folder, extra in (("text", "evaluate", []), ("main_text", "evaluate-main-text", ["metrics.index_text=main_text"])):
         eval_dir = out / folder
         run([sys.executable, "evaluate.py", "suite=fairytaleqa", "chunkers=[recursive,semantic]",
