@@ -128,19 +128,17 @@ def held_out_units(teacher: Path, books: list[str]) -> list[tuple[Any, Any, list
     return out
 
 
-def agreement(name: str, v: dict[str, Any], units: list, out: Path) -> dict[str, Any]:
-    """Segment the held-out units with variant ``v`` (a resumable annotate run), score vs the teacher."""
+def segment_units(overrides: list[str], units: list, run_dir: Path) -> dict[str, Any]:
+    """Chunk the held-out units with the annotate config ``overrides`` (a resumable annotate run in
+    ``run_dir``); the run's summary."""
     from hydra import compose, initialize_config_dir
 
     from litseg.annotation.annotate import annotate
     from litseg.annotation.entry import build_chunker_for_run
     from litseg.annotation.sources import BookSource
-    from litseg.annotation.store import read_jsonl
-    from litseg.segmentation.agreement import micro_boundary_f1
 
-    run_dir = out / f"heldout-{name}"
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("annotate", overrides=["input=unused", *variant_overrides(v)])
+        cfg = compose("annotate", overrides=["input=unused", *overrides])
     chunker, _ = build_chunker_for_run(cfg)
     by_book: dict[str, list] = {}
     for doc, unit, _ in units:
@@ -154,15 +152,76 @@ def agreement(name: str, v: dict[str, Any], units: list, out: Path) -> dict[str,
         return BookSource(f"heldout:{items[0][0].book_id}", load, lambda: str(len(items)), stored_text=True)
 
     try:
-        summary = annotate(inputs=[source(items) for items in by_book.values()], chunker=chunker, out_dir=run_dir,
-                           progress=False)
+        return annotate(inputs=[source(items) for items in by_book.values()], chunker=chunker, out_dir=run_dir,
+                        progress=False)
     finally:
-        chunker.close()
-    got = {(r["book_id"], r["unit_id"]): r for r in read_jsonl(run_dir / "diagnostics.jsonl")}
-    pairs = [(got[(d.book_id, u.unit_id)]["segments"], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
+        getattr(chunker, "close", lambda: None)()  # LLM chunkers release their model
+
+
+def score_against_teacher(got: dict[tuple[str, str], list], units: list, summary: dict[str, Any]) -> dict[str, Any]:
+    from litseg.segmentation.agreement import micro_boundary_f1
+
+    pairs = [(got[(d.book_id, u.unit_id)], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
     score = micro_boundary_f1(pairs, tolerance=1)
     return {"units": len(pairs), "boundary_f1": score.f1, "precision": score.precision, "recall": score.recall,
             "seconds": summary.get("seconds")}
+
+
+def agreement(name: str, v: dict[str, Any], units: list, out: Path) -> dict[str, Any]:
+    """Segment the held-out units with variant ``v`` (a resumable annotate run), score vs the teacher."""
+    from litseg.annotation.store import read_jsonl
+
+    run_dir = out / f"heldout-{name}"
+    summary = segment_units(variant_overrides(v), units, run_dir)
+    got = {(r["book_id"], r["unit_id"]): r["segments"] for r in read_jsonl(run_dir / "diagnostics.jsonl")}
+    return score_against_teacher(got, units, summary)
+
+
+def random_paragraph_cuts(units: list, out: Path, name: str = "student", draws: int = 200,
+                          seed: int = 0) -> dict[str, Any] | None:
+    """A chance reference for the held-out score: in every unit, as many cuts as variant ``name``
+    made, at paragraph starts drawn at random (most teacher cuts are at a paragraph start, and the
+    student's are moved there). Mean boundary F1 over ``draws`` draws and its 5-95 % range."""
+    import random
+
+    from litseg.annotation.store import read_jsonl
+    from litseg.chunkers.llm_common import unit_paragraph_starts
+    from litseg.segmentation.agreement import micro_boundary_f1
+
+    diags = out / f"heldout-{name}" / "diagnostics.jsonl"
+    if not diags.is_file():
+        return None
+    made = {(r["book_id"], r["unit_id"]): len(r["segments"]) - 1 for r in read_jsonl(diags)}
+    rng = random.Random(seed)
+    scores = []
+    for _ in range(draws):
+        pairs = []
+        for doc, unit, gold in units:
+            n = unit.n_sentences
+            starts = [i + 1 for i, first in enumerate(unit_paragraph_starts(doc, unit)) if first and i > 0]
+            bounds = [1, *sorted(rng.sample(starts, min(made.get((doc.book_id, unit.unit_id), 0), len(starts)))), n + 1]
+            pairs.append(([{"from_idx": a, "to_idx": b - 1} for a, b in zip(bounds, bounds[1:])], gold))
+        scores.append(micro_boundary_f1(pairs, tolerance=1).f1)
+    scores.sort()
+    return {"variant": name, "draws": draws, "mean_f1": sum(scores) / draws,
+            "low": scores[int(0.05 * draws)], "high": scores[int(0.95 * draws) - 1]}
+
+
+#: The baselines of the FairytaleQA table, with the parameters its evaluate run uses.
+BASELINES = {"recursive": ["method=recursive"], "semantic": ["method=semantic"]}
+
+
+def baseline_agreement(name: str, units: list, out: Path) -> dict[str, Any]:
+    """The same held-out score for a baseline chunker: its chunks' sentence ranges as the blocks
+    (a reference point for the student's figure: what cutting without the teacher's method gets)."""
+    from litseg.annotation.store import read_jsonl
+
+    run_dir = out / f"heldout-{name}"
+    summary = segment_units(BASELINES[name], units, run_dir)
+    got: dict[tuple[str, str], list] = {}
+    for c in read_jsonl(run_dir / "chunks.jsonl"):
+        got.setdefault((c["book_id"], c["unit_id"]), []).append({"from_idx": c["from_idx"], "to_idx": c["to_idx"]})
+    return score_against_teacher({k: sorted(v, key=lambda s: s["from_idx"]) for k, v in got.items()}, units, summary)
 
 
 def teacher_cuts_at_paragraphs(teacher: Path) -> tuple[int, int]:
@@ -250,6 +309,96 @@ def fairytaleqa(variants: dict[str, dict[str, Any]], out: Path) -> tuple[dict[st
 
 
 # --------------------------------------------------------------------------------------------
+# 3. What the student's enrichment does to retrieval: the same blocks, indexed with less of it
+
+
+def _text_as_built(c: dict[str, Any], keep_subtitle: bool, keep_context: bool) -> str:
+    from litseg.segmentation.reconstruct import BLOCK_SEPARATOR
+
+    parts = ((c.get("subtitle") or "").strip() if keep_subtitle else "",
+             c.get("context_before", "") if keep_context else "", c["main_text"],
+             c.get("context_after", "") if keep_context else "")
+    return BLOCK_SEPARATOR.join(p for p in parts if p)
+
+
+def _no_repeats(chunks: list[dict[str, Any]]) -> list[str]:
+    seen: dict[str, set[str]] = {}
+    texts = []
+    for c in chunks:
+        key = (c.get("subtitle") or "").strip().casefold()
+        units = seen.setdefault(c["unit_key"], set())
+        texts.append(_text_as_built(c, keep_subtitle=key not in units, keep_context=True))
+        units.add(key)
+    return texts
+
+
+#: label -> (what the index holds, the chunk texts from the run's chunk records in order)
+ENRICHMENT: dict[str, tuple[str, Any]] = {
+    "enrich_as_built": ("subtitle, context sentences, main text (as built)", None),
+    "enrich_no_repeats": ("the same, a subtitle left out where it repeats an earlier one of its unit", _no_repeats),
+    "enrich_no_subtitle": ("context sentences and main text", lambda cs: [_text_as_built(c, False, True) for c in cs]),
+    "enrich_main_only": ("main text only", lambda cs: [_text_as_built(c, False, False) for c in cs]),
+}
+
+
+def derived_run(src: Path, dst: Path, texts_of: Any) -> Path:
+    """A copy of the annotate run ``src`` whose chunk records keep every span and field but index
+    other text (``texts_of(chunks)``)."""
+    import shutil
+
+    from litseg.annotation.store import read_jsonl
+
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("run.lock", "chunks.jsonl"))
+    chunks = read_jsonl(src / "chunks.jsonl")
+    texts = texts_of(chunks)
+    if len(texts) != len(chunks):
+        raise SystemExit(f"derived run {dst}: {len(texts)} texts for {len(chunks)} chunks")
+    with (dst / "chunks.jsonl").open("w", encoding="utf-8") as fh:
+        for c, text in zip(chunks, texts):
+            fh.write(json.dumps({**c, "text": text}, ensure_ascii=False) + "\n")
+    return dst
+
+
+def enrichment(out: Path, name: str = "student") -> dict[str, Any]:
+    """One evaluate run over the student's FairytaleQA chunks indexed four ways (ENRICHMENT)."""
+    eval_dir = out / "evaluate-enrichment"
+    if REUSE and (eval_dir / "results.json").is_file():
+        return json.loads((eval_dir / "results.json").read_text())
+    src = out / f"ftqa-{name}"
+    files = []
+    for label, (_, texts_of) in ENRICHMENT.items():
+        path = src if texts_of is None else derived_run(src, out / "enrichment" / label, texts_of)
+        files.append(f"{{label: {label}, path: {path}}}")
+    run([sys.executable, "evaluate.py", "suite=fairytaleqa", "chunkers=[]", f"chunk_files=[{','.join(files)}]",
+         f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500"], out / "logs.txt")
+    return json.loads((eval_dir / "results.json").read_text())
+
+
+def enrichment_table(results: dict[str, Any]) -> str:
+    """MRR@10 and evidence@1500 of each way of indexing, and its paired difference from as built."""
+    base = "enrich_as_built"
+    pairs = {(p["a"], p["b"], p["metric"]): p for p in results.get("pairwise") or []}
+
+    def diff(label: str, name: str) -> str:
+        p = pairs.get((base, label, name))
+        if p is None:
+            return "-"
+        return (f"{-p['diff']:+.3f} [{-p['diff_high']:+.3f}, {-p['diff_low']:+.3f}], "
+                f"p = {p['p_permutation']:.2g}")
+
+    head = ["the student's chunks, indexed as", "MRR@10", "evidence@1500", "MRR@10 minus as built",
+            "evidence@1500 minus as built"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, (shown, _) in ENRICHMENT.items():
+        r = row_metrics(results, label)
+        lines.append("| " + " | ".join([shown, fmt(metric(r, "mrr@10")), fmt(metric(r, "evidence@1500")),
+                                        diff(label, "mrr@10"), diff(label, "evidence@1500")]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
 # The table
 
 
@@ -297,7 +446,8 @@ def paired_lines(results: dict[str, Any]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any]) -> str:
+def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any],
+          baseline_heldout: dict[str, Any] | None = None) -> str:
     head = ["FairytaleQA val", "MRR@10", "MRR@10, main text indexed", "Hit@1", "random Hit@1", "evidence@1500", "words/chunk",
             "first-try valid", "fallback repair / whole unit", "placeholder subtitles", "repeated subtitles", "s/unit",
             "boundary F1 vs teacher (held-out)"]
@@ -307,7 +457,7 @@ def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any
     for label, shown, name in labels:
         r = row_metrics(results, label)
         s = stats.get(name, {}) if name else {}
-        h = heldout.get(name, {}) if name else {}
+        h = heldout.get(name, {}) if name else (baseline_heldout or {}).get(label, {})
         plain = row_metrics(results.get("main_text") or {}, label)
         cells = [shown, fmt(metric(r, "mrr@10")), fmt(metric(plain, "mrr@10")), fmt(metric(r, "hit@1")), fmt(metric(r, "random_hit@1")),
                  fmt(metric(r, "evidence@1500")), fmt(words_per_chunk(r), digits=0),
@@ -366,6 +516,8 @@ def main() -> None:
     units = held_out_units(teacher, held_out_books(args.data_report))
     no_heldout = [k for k in variants if args.heldout_rows and k not in args.heldout_rows]
     heldout = {name: agreement(name, v, units, args.out) for name, v in variants.items() if name not in no_heldout}
+    base_heldout = {} if args.only else {b: baseline_agreement(b, units, args.out) for b in BASELINES}
+    chance = None if args.only or "student" not in heldout else random_paragraph_cuts(units, args.out)
     if args.only:
         for name, v in variants.items():
             run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"export_texts={args.out / 'ftqa_val_texts'}"],
@@ -381,14 +533,22 @@ def main() -> None:
         # The held-out rows alone: the unit columns come from the held-out runs, no retrieval column
         # is filled, and the note says so.
         stats = {name: unit_stats(args.out / f"heldout-{name}", variants[name]["prompt"]) for name in heldout}
-    (args.out / "student_eval.json").write_text(json.dumps({"heldout": heldout, "fairytaleqa_units": stats,
-                                                            "results": results}, indent=1, default=str))
-    text = table(results, stats, heldout)
+    enriched = {} if args.skip_fairytaleqa or "student" not in stats else enrichment(args.out)
+    (args.out / "student_eval.json").write_text(json.dumps({"heldout": heldout, "baseline_heldout": base_heldout,
+                                                            "random_paragraph_cuts": chance,
+                                                            "fairytaleqa_units": stats, "results": results,
+                                                            "enrichment": enriched}, indent=1, default=str))
+    text = table(results, stats, heldout, base_heldout)
     print(text)
+    enrich_text = enrichment_table(enriched) if enriched else ""
+    print(enrich_text)
     at, total = teacher_cuts_at_paragraphs(teacher)
     if args.write:
         body = (f"{text}\n{paired_lines(results)}\nThe teacher's cuts at a paragraph start: {at} of {total} ({100 * at / max(1, total):.1f} %) over "
                 f"all imported teacher units.\n"
+                + (f"Chance reference for the held-out column: as many cuts per unit as the {chance['variant']} made, "
+                   f"at random paragraph starts: boundary F1 {chance['mean_f1']:.3f} (5-95 % of {chance['draws']} "
+                   f"draws: {chance['low']:.3f} to {chance['high']:.3f}).\n" if chance else "")
                 + (f"Not in this run: {', '.join(left_out)} (`--rows`).\n" if left_out else "")
                 + ("FairytaleQA not run (`--skip-fairytaleqa`): the retrieval columns are empty; first-try valid, "
                    "fallbacks, placeholder subtitles and s/unit are those of the held-out teacher units.\n" if args.skip_fairytaleqa else "")
@@ -401,6 +561,11 @@ def main() -> None:
                 f"{'; LitSeg-Lite runs with ' + ' '.join(EXTRA) if EXTRA else ''}); "
                 f"held-out teacher books: {', '.join(sorted({u[0].book_id for u in units}))}.\n")
         write_block(DOC, "student_eval", "benchmarks/student_eval.py --write", body)
+        if enrich_text:
+            write_block(DOC, "student_enrichment", "benchmarks/student_eval.py --write",
+                        enrich_text + f"\nOne `evaluate.py` run (`{args.out.name}/evaluate-enrichment`) over the "
+                        "student's FairytaleQA val chunks: the same blocks and questions, only the indexed text "
+                        "differs; intervals are 95 % bootstrap over books, p from a paired permutation test.\n")
         print(f"wrote the table into {DOC}")
 
 
