@@ -158,13 +158,26 @@ def segment_units(overrides: list[str], units: list, run_dir: Path) -> dict[str,
         getattr(chunker, "close", lambda: None)()  # LLM chunkers release their model
 
 
-def score_against_teacher(got: dict[tuple[str, str], list], units: list, summary: dict[str, Any]) -> dict[str, Any]:
+def score_against_teacher(got: dict[tuple[str, str], list], units: list, summary: dict[str, Any],
+                          resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Boundary F1 (within one sentence) pooled over the units, with a 95 % bootstrap interval that
+    resamples books, as evaluate.py's intervals do (units of one book are not independent)."""
+    import random
+
     from litseg.segmentation.agreement import micro_boundary_f1
 
-    pairs = [(got[(d.book_id, u.unit_id)], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
-    score = micro_boundary_f1(pairs, tolerance=1)
-    return {"units": len(pairs), "boundary_f1": score.f1, "precision": score.precision, "recall": score.recall,
-            "seconds": summary.get("seconds")}
+    scored = [(d.book_id, (got[(d.book_id, u.unit_id)], gold)) for d, u, gold in units if (d.book_id, u.unit_id) in got]
+    score = micro_boundary_f1([pair for _, pair in scored], tolerance=1)
+    by_book: dict[str, list] = {}
+    for book, pair in scored:
+        by_book.setdefault(book, []).append(pair)
+    books, rng, draws = sorted(by_book), random.Random(seed), []
+    for _ in range(resamples if books else 0):
+        draws.append(micro_boundary_f1([p for _ in books for p in by_book[rng.choice(books)]], tolerance=1).f1)
+    draws.sort()
+    low, high = (draws[int(0.025 * resamples)], draws[int(0.975 * resamples) - 1]) if draws else (None, None)
+    return {"units": len(scored), "books": len(books), "boundary_f1": score.f1, "low": low, "high": high,
+            "precision": score.precision, "recall": score.recall, "seconds": summary.get("seconds")}
 
 
 def agreement(name: str, v: dict[str, Any], units: list, out: Path) -> dict[str, Any]:
@@ -446,11 +459,15 @@ def paired_lines(results: dict[str, Any]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def interval(h: dict[str, Any]) -> str:
+    return f" [{h['low']:.3f}, {h['high']:.3f}]" if h.get("low") is not None else ""
+
+
 def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any],
           baseline_heldout: dict[str, Any] | None = None) -> str:
     head = ["FairytaleQA val", "MRR@10", "MRR@10, main text indexed", "Hit@1", "random Hit@1", "evidence@1500", "words/chunk",
             "first-try valid", "fallback repair / whole unit", "placeholder subtitles", "repeated subtitles", "s/unit",
-            "boundary F1 vs teacher (held-out)"]
+            "boundary F1 vs teacher, held-out [95 % interval]"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     labels = [("recursive", "recursive 1000c", None), ("semantic", "semantic", None)]
     labels += [(f"litseg_lite_{n}", f"LitSeg-Lite {n}", n) for n in (stats or heldout)]
@@ -466,7 +483,7 @@ def table(results: dict[str, Any], stats: dict[str, Any], heldout: dict[str, Any
                  if s else "-",
                  fmt(s.get("placeholder_share"), pct=True), fmt(s.get("repeated_subtitles"), pct=True),
                  fmt(s.get("seconds_per_unit"), digits=1),
-                 f"{fmt(h.get('boundary_f1'))} ({h.get('units', 0)} units)" if h else "-"]
+                 f"{fmt(h.get('boundary_f1'))}{interval(h)} ({h.get('units', 0)} units)" if h else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -112,3 +112,19 @@ def test_chance_reference_cuts_at_paragraph_starts_as_often_as_the_student(tmp_p
         # 3 cuts at 2, 4, 6 against the teacher's one at 4: each lies within one sentence of it,
         # but one teacher cut matches one predicted cut: precision 1/3, recall 1, F1 0.5
         assert got["mean_f1"] == pytest.approx(expected) and got["low"] == got["high"]
+
+
+def test_held_out_score_has_a_book_bootstrap_interval():
+    from types import SimpleNamespace as NS
+
+    se = load_script()
+    blocks = lambda *starts: [{"from_idx": a, "to_idx": b - 1} for a, b in zip(starts, [*starts[1:], 21])]  # noqa: E731
+    units = [(NS(book_id="a"), NS(unit_id="1"), blocks(1, 5, 10)), (NS(book_id="b"), NS(unit_id="1"), blocks(1, 8)),
+             (NS(book_id="b"), NS(unit_id="2"), blocks(1, 15))]
+    got = {("a", "1"): blocks(1, 5, 10), ("b", "1"): blocks(1, 12), ("b", "2"): blocks(1, 15)}
+    score = se.score_against_teacher(got, units, {}, resamples=200)
+    # pooled: 3 of 4 cuts match (book a both, book b one of two); a book resampled alone gives 1.0 or 0.5
+    assert score["boundary_f1"] == 0.75 and (score["units"], score["books"]) == (3, 2)
+    assert 0.5 <= score["low"] < score["boundary_f1"] < score["high"] <= 1.0
+    assert score == se.score_against_teacher(got, units, {}, resamples=200)   # seeded
+    assert se.interval(score).startswith(" [0.")
