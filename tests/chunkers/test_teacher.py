@@ -324,8 +324,8 @@ def test_teacher_end_to_end_with_the_embedded_model(tmp_path: Path) -> None:
     (tmp_path / "ferry.md").write_text(text, encoding="utf-8")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         cfg = compose("annotate", overrides=[
-            "method=litseg", "method.max_retries=0", "method.stage_max_retries=0", "method.max_new_tokens=160",
-            "method.summary_max_new_tokens=96", "method.workers=1", f"input={tmp_path / 'ferry.md'}",
+            "method=litseg", "method.max_retries=0", "method.stage_max_retries=0", "method.max_new_tokens=64",
+            "method.summary_max_new_tokens=48", "method.workers=1", f"input={tmp_path / 'ferry.md'}",
             f"llm.cache.path={tmp_path / 'cache.sqlite'}", "print_table=0", "view=false"])
     summary = run_annotate(cfg, tmp_path / "run")
     assert summary["units"] == 1 and summary["units_failed"] == 0 and summary["chunks"] >= 1
