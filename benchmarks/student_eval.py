@@ -4,17 +4,21 @@
     python benchmarks/student_eval.py --write    # also writes it into docs/training.md
     python benchmarks/student_eval.py --variant grpo=outputs/train/grpo/adapter   # one more row
 
-Two measurements, each a resumable run folder under --out (LLM answers are cached, so a rerun
+Three measurements, each a resumable run folder under --out (LLM answers are cached, so a rerun
 only pays for what changed):
 
 1. **Agreement with the teacher on held-out books.** The units of the teacher books the student
-   never saw (its model card lists them) are segmented by every LitSeg-Lite variant; boundary F1
-   within +/-1 sentence against the teacher's segmentation, pooled over units.
+   never saw (its model card lists them) are segmented by every LitSeg-Lite variant and by the two
+   baselines; boundary F1 within +/-1 sentence against the teacher's segmentation, pooled over
+   units, with a 95 % interval that resamples books. A chance line puts as many cuts as the student
+   made at random paragraph starts.
 2. **FairytaleQA validation**, one ``evaluate.py`` run: recursive (1,000 characters), semantic and
    each LitSeg-Lite variant (annotated with ``annotate.py`` on the exported story texts, read back
    as chunk files). MRR@10, Hit@1, the Hit@1 of a random ranking, evidence within 1,500
    characters, words per chunk; for the LLM rows the first-try valid share, the fallback shares,
    the share of placeholder subtitles and seconds per unit from the annotate runs.
+3. **What the enrichment does**: the student's FairytaleQA blocks indexed as built, without
+   repeated subtitles, without subtitles and as main text only, in one more evaluate run.
 
 Variants: ``untrained`` (embedded SmolLM2-135M, the compact prompt without the adapter) and ``student``
 (SmolLM2 + the shipped adapter, the compact prompt it was trained on); ``--variant NAME=ADAPTER``
