@@ -4,7 +4,8 @@ the project, and read the books from ../shared/data when they need them.
 Every string literal of the repository's Python files, and every tracked text file, is cut into
 runs of eight words; none may occur in a shared text (Project Gutenberg books, Shakespeare, the more/ collection). Eight words
 is long enough that common phrases do not trigger it and short enough to catch a quoted
-sentence or a chapter title with its neighbours."""
+sentence or a chapter title with its neighbours. Headings and other short lines are caught by a
+second scan: no line of a literal (three words or more) may be a line of a shared text."""
 
 from __future__ import annotations
 
@@ -74,4 +75,48 @@ def test_no_passage_of_a_shared_text_is_in_the_code() -> None:
             run = tuple(words[i:i + N])
             if run in ours and not allowed(run, titles):
                 hits.setdefault(ours[run], f"{' '.join(run)!r} from {path.relative_to(texts)}")
+    assert hits == {}
+
+
+# Whole lines: a heading or a short line of a book ("CANTO FIRST. THE CHASE.") is too short for an
+# eight-word run, so every line of every string literal of three words or more is also looked up
+# among the shared texts' own lines (spacing and markdown marks ignored).
+LINE_MARKS = "#*_ "
+GENERIC_LINES = {"I cannot tell."}   # a reply a test model gives, common to many books
+
+
+def _line(text: str) -> str:
+    return " ".join(text.strip(LINE_MARKS).split())
+
+
+def literal_lines() -> dict[str, str]:
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()
+    found: dict[str, str] = {}
+    for name in files:
+        for node in ast.walk(ast.parse((REPO / name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for piece in node.value.splitlines():
+                    line = _line(piece)
+                    if len(line.split()) >= 3 and len(line) >= 12:
+                        found.setdefault(line, f"{name}:{node.lineno}")
+    return found
+
+
+@pytest.mark.shared_data
+def test_no_line_of_a_shared_text_is_a_literal() -> None:
+    texts = shared_data_dir() / "texts"
+    ours = literal_lines()
+    assert ours, "no literal line found: the scan is broken"
+    titles = book_titles(texts)
+    hits = {}
+    for path in sorted(p for p in texts.rglob("*") if p.suffix in (".txt", ".md")):
+        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            line = _line(raw)
+            if line in ours and line not in GENERIC_LINES:
+                words = tuple(WORDS.findall(line.lower()))
+                framing = not FRAMING_WORDS.isdisjoint(words) or "license" in words
+                title = len(words) < N and any(words == run[:len(words)] for run in titles) if words else False
+                if not (framing or title):
+                    hits.setdefault(ours[line], f"{line!r} from {path.relative_to(texts)}")
     assert hits == {}

@@ -52,15 +52,15 @@ def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
 
 # ------------------------------------------------------------------------------- evidence.py
 @pytest.mark.parametrize("raw, expected", [
-    ("\u201cThis was really his,\u201d said Harriet.", "this was really his, said harriet."),
-    ("'This was really his,' said Harriet.", "this was really his, said harriet."),
+    ("\u201cThis was surely hers,\u201d said Maren.", "this was surely hers, said maren."),
+    ("'This was surely hers,' said Maren.", "this was surely hers, said maren."),
     ("then?\u2014\u201d\n\nShe could", "then?-she could"),
     ("then?\u2014She could", "then?-she could"),
     ("a -- b \u2013 c", "a-b-c"),
     ("to a\u00a0bride", "to a bride"),
     ("wait\u2026 now", "wait... now"),
     ("wait . . . now", "wait... now"),
-    ("  Emma\u2019s   HOUSE \n", "emmas house"),
+    ("  Maren\u2019s   HOUSE \n", "marens house"),
 ])
 def test_normalize_for_match_table(raw: str, expected: str) -> None:
     assert normalize_for_match(raw) == expected
@@ -72,13 +72,13 @@ def test_normalize_keeps_case_and_quotes_on_request() -> None:
 
 
 def test_locate_maps_back_to_source_offsets() -> None:
-    text = "It was the end.\n\n\u201cThis was really his,\u201d said Harriet.\u2014Then"
-    spans = locate_evidence(text, "'This was really his,' said Harriet.")
+    text = "It was the end.\n\n\u201cThis was surely hers,\u201d said Maren.\u2014Then"
+    spans = locate_evidence(text, "'This was surely hers,' said Maren.")
     assert len(spans) == 1
     s, e = spans[0]
-    assert text[s:e] == "This was really his,\u201d said Harriet."
-    assert contains_evidence(text, "THIS WAS REALLY HIS, said harriet")
-    assert not contains_evidence(text, "this was not his")
+    assert text[s:e] == "This was surely hers,\u201d said Maren."
+    assert contains_evidence(text, "THIS WAS SURELY HERS, said maren")
+    assert not contains_evidence(text, "this was not hers")
     assert locate_evidence("ab ab ab", "ab") == [(0, 2), (3, 5), (6, 8)]
     with pytest.raises(ValueError, match="empty"):
         contains_evidence(text, " \u201c\u201d ")

@@ -220,10 +220,10 @@ def paragraph_text(draw) -> str:
 
 _headings = st.sampled_from([
     "CHAPTER I", "Chapter 2", "CHAPTER III. THE END", "BOOK ONE", "PART II", "VOLUME I",
-    "ACT I", "SCENE II. A room.", "XIV", "1", "I.", "Fit the First", "STAVE I: THE GHOST",
+    "ACT I", "SCENE II. A room.", "XIV", "1", "I.", "Fit the Ninth", "STAVE I: THE GHOST",
     "CONTENTS", "PREFACE", "EPILOGUE", "## ACT II", "### SCENE I", "# Title", "APPENDIX",
     "*** START OF THE PROJECT GUTENBERG EBOOK X ***", "*** END OF THE PROJECT GUTENBERG EBOOK X ***",
-    "THE GOLDEN BIRD", "Inferno: Canto I", "INFERNO",
+    "THE SILVER GULL", "Harbour: Canto I", "HARBOUR",
 ])
 
 
@@ -269,6 +269,8 @@ def test_units_tile_the_body_for_arbitrary_text(text: str, max_words: int) -> No
 def test_longest_novel_prepares_under_cap() -> None:
     path = shared_data_dir() / "texts" / "novel" / "2701_Moby_Dick_or_The_Whale.txt"
     doc = prepare_document(path, max_words=2000, max_sentence_words=120)
-    assert doc.units[0].title == "CHAPTER 1. Loomings." and doc.units[-1].kind == "epilogue"
+    # the first chapter's heading as the book prints it (its last "CHAPTER 1." line: the first is the contents')
+    heading = [line.strip() for line in doc.text.splitlines() if line.startswith("CHAPTER 1.")][-1]
+    assert doc.units[0].title == heading and doc.units[-1].kind == "epilogue"
     assert len({u.unit_id.split("-")[0] for u in doc.units}) == 136
     check_document(doc, max_words=2000, max_sentence_words=120)

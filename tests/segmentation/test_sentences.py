@@ -191,13 +191,13 @@ def test_shout_lists_inside_a_quotation_are_one_sentence(text: str, expected: li
 
 @pytest.mark.parametrize("text, n", [
     ('"We\'ll never remember it in exams ..." Pete said, not convincingly.', 1),
-    ("\u201cI am doing...\u201d Raskolnikov began sullenly.", 1),
+    ("\u201cI am going...\u201d Tobias began sullenly.", 1),
     ('"Can they come over?" I ask.', 1),
     ('"Owwww!" I howled.', 1),
     ('"Knows what?" Ben yawned.', 1),
     ('"Seen a ghost?" Lute greeted.', 1),
-    ("\u201cYes... preternatural...\u201d Sonia hurriedly assented.", 1),
-    ('"...beg you..." Sonia stammered and ceased speaking.', 1),
+    ("\u201cYes... certainly...\u201d Maren hurriedly assented.", 1),
+    ('"...beg you..." Maren stammered and ceased speaking.', 1),
     ('"Is that your brother?" She nodded.', 2),
     ('"Well?" He shrugged.', 2),
     ('"Stop!" It worked.', 2),
