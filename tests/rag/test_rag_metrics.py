@@ -299,6 +299,16 @@ def test_bootstrap_ci_book_level() -> None:
         bootstrap_ci([1.0, 2.0], ["a"])
 
 
+def test_bootstrap_ci_of_a_pooled_ratio() -> None:
+    # micro F1 of three units: twice the matched cuts over predicted plus reference cuts
+    matched2, weights, books = [4, 2, 2], [4, 4, 2], ["a", "b", "b"]
+    ci = bootstrap_ci(matched2, books, weights=weights, n_resamples=500, seed=0)
+    assert ci.estimate == pytest.approx(8 / 10) and ci.n_items == 3 and ci.n_groups == 2
+    assert ci.low == pytest.approx(4 / 6) and ci.high == pytest.approx(1.0)  # book b alone, book a alone
+    with pytest.raises(ValueError):
+        bootstrap_ci([1.0, 2.0], ["a", "b"], weights=[1.0, 0.0])
+
+
 def test_paired_comparison_exact_permutation() -> None:
     # three books, one question each, differences 1, 2, 3: all 8 sign flips give sums
     # +-6, +-4, +-2, 0, 0; |sum| >= 6 in 2 of 8 -> p = 0.25; the exact Wilcoxon p is also 2/8

@@ -36,21 +36,24 @@ class Interval:
         return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
 
-def _group_totals(values: Sequence[float], groups: Sequence[Hashable] | None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _group_totals(values: Sequence[float], groups: Sequence[Hashable] | None,
+                  weights: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     vals = np.asarray(values, dtype=float)
     if vals.ndim != 1 or vals.size == 0:
         raise ValueError("need a non-empty 1-d sequence of values")
     if np.isnan(vals).any():
         raise ValueError("values contain NaN; drop or fill them first")
+    w = np.ones_like(vals) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != vals.shape or (w <= 0).any():
+        raise ValueError(f"need one positive weight per value ({vals.size} values, {w.size} weights)")
     if groups is None:
-        return vals, np.ones_like(vals)
+        return vals, w
     if len(groups) != vals.size:
         raise ValueError(f"{vals.size} values but {len(groups)} group labels")
     index: dict[Hashable, int] = {}
     ids = np.fromiter((index.setdefault(g, len(index)) for g in groups), dtype=int, count=vals.size)
     sums = np.bincount(ids, weights=vals, minlength=len(index))
-    counts = np.bincount(ids, minlength=len(index)).astype(float)
+    counts = np.bincount(ids, weights=w, minlength=len(index))
     return sums, counts
 
 
@@ -60,19 +63,21 @@ def _ratio(sums: np.ndarray, counts: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def bootstrap_ci(values: Sequence[float], groups: Sequence[Hashable] | None = None, *,
                  confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0,
-                 method: str = "percentile") -> Interval:
+                 method: str = "percentile", weights: Sequence[float] | None = None) -> Interval:
     """Mean of ``values`` with a bootstrap interval that resamples whole ``groups`` (books).
 
     The statistic is the question-weighted mean (all questions of the drawn books pooled), the
-    same number the point estimate reports. ``groups=None`` resamples single values. Uses
+    same number the point estimate reports. With ``weights`` it is ``sum(values) / sum(weights)``
+    instead, a pooled ratio (e.g. a micro-averaged F1: twice the matched cuts over predicted plus
+    reference cuts, per unit). ``groups=None`` resamples single values. Uses
     ``scipy.stats.bootstrap`` (``method``: "percentile", "basic" or "BCa") on per-book sums and
     counts as paired samples; seeded, so the same input gives the same interval.
     """
     from scipy import stats
 
-    sums, counts = _group_totals(values, groups)
+    sums, counts = _group_totals(values, groups, weights)
     estimate = float(sums.sum() / counts.sum())
-    n_items = int(counts.sum())
+    n_items = int(counts.sum()) if weights is None else len(values)
     if sums.size < 2:
         return Interval(estimate, math.nan, math.nan, confidence, n_items, int(sums.size),
                         "single group: no interval")

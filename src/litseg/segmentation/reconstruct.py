@@ -32,6 +32,14 @@ ContextPosition = Literal["auto", "before", "after"]
 TokenCounter = Callable[[str], int]
 
 BLOCK_SEPARATOR = "\n\n"
+
+
+def chunk_text(subtitle: str, context_before: str, main_text: str, context_after: str) -> str:
+    """The text a chunk is indexed by: subtitle, context before, main text, context after (empty
+    parts left out)."""
+    return BLOCK_SEPARATOR.join(p for p in (subtitle.strip(), context_before, main_text, context_after) if p)
+
+
 CONTEXT_JOINER = " "
 
 
@@ -115,7 +123,7 @@ def build_chunk(
     main_text = doc.text[span[0]:span[1]]
     context_before = CONTEXT_JOINER.join(doc.sentence_text(x) for x in before)
     context_after = CONTEXT_JOINER.join(doc.sentence_text(x) for x in after)
-    text = BLOCK_SEPARATOR.join(p for p in (subtitle.strip(), context_before, main_text, context_after) if p)
+    text = chunk_text(subtitle, context_before, main_text, context_after)
     return Chunk(
         book_id=unit.book_id,
         unit_id=unit.unit_id,
