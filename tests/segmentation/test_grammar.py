@@ -83,3 +83,26 @@ def test_any_end_can_be_closed_so_digits_never_trap_the_model(compiler, ranges):
     # An index is decoded digit by digit: if "11" could not close a block, a model that wrote
     # "1", "1" would be forced on to "110" and the unit would become one block.
     assert accepts(compiler, 110, answer(ranges))
+
+
+def test_range_first_answers_are_accepted_and_read_back_as_the_same_blocks(compiler):
+    """The range-first grammar writes range and context before the subtitle, and keeps coverage."""
+    segs = [{"from_idx": 1, "to_idx": 3, "context_idx": [], "subtitle": "Ana leaves the mill"},
+            {"from_idx": 4, "to_idx": 9, "context_idx": [2], "subtitle": "Ana meets the ferryman"}]
+    text = json.dumps({"chapter_title": "A tale", "segments": segs}, separators=(", ", ": "))
+    grammar = coverage_grammar(9, title_chars=40, subtitle_chars=40, max_context=3, range_first=True)
+    matcher = xgr.GrammarMatcher(compiler.compile_grammar(grammar))
+    assert matcher.accept_string(text)
+    # the subtitle-first order of the same blocks is not this grammar's answer, nor is a gap
+    assert not accepts_range_first(compiler, answer([(1, 3), (4, 9)]))
+    assert not accepts_range_first(compiler, text.replace('"from_idx": 4', '"from_idx": 5'))
+    parsed = parse_answer(text, get_schema("segments_range_first"))
+    assert parsed.strict_ok
+    assert [(s.from_idx, s.to_idx, s.context_idx, s.subtitle) for s in parsed.segments] == [
+        (1, 3, [], "Ana leaves the mill"), (4, 9, [2], "Ana meets the ferryman")]
+    assert not [i for i in validate_segments(parsed.segments, 9) if i.blocking]
+
+
+def accepts_range_first(compiler, text: str) -> bool:
+    grammar = coverage_grammar(9, title_chars=40, subtitle_chars=40, max_context=3, range_first=True)
+    return bool(xgr.GrammarMatcher(compiler.compile_grammar(grammar)).accept_string(text))

@@ -34,6 +34,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "stage2": {"step_2_threads": "t"},
     "stage3": {"chapter_title": "I", "step_3_turning_points": TURNING, "segments": SEGMENTS},
     "segments": {"chapter_title": "I", "segments": SEGMENTS},
+    "segments_range_first": {"chapter_title": "I", "segments": [
+        {"from_idx": s["from_idx"], "to_idx": s["to_idx"], "context_idx": s["context_idx"], "subtitle": s["subtitle"]}
+        for s in SEGMENTS]},
     "lite_no_theory": {"segments": SEGMENTS},
     "lite_no_step1": {"step2": {"step_2_threads": "t"},
                       "step3": {"chapter_title": "I", "step_3_turning_points": TURNING, "segments": SEGMENTS}},

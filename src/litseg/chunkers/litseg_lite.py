@@ -23,8 +23,7 @@ from litseg.chunkers.llm_common import (
     usage_of,
 )
 from litseg.llm.base import ChatModel, ChatRequest
-from litseg.segmentation.grammar import SCHEMA as GRAMMAR_SCHEMA
-from litseg.segmentation.grammar import coverage_grammar
+from litseg.segmentation.grammar import RANGE_FIRST, coverage_grammar
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import check_unit_fallback, segment_with_retries
 from litseg.segmentation.schema import LIST_BOUNDS, TEXT_BOUNDS, SchemaLimits, get_schema, json_schema
@@ -65,7 +64,7 @@ class LitSegLiteChunker(LLMChunker):
         self.max_new_tokens = max_new_tokens
         self.constrained = constrained
         # Only the compact answer has a grammar; other schemas decode under their JSON Schema.
-        self.coverage_grammar = bool(coverage_grammar and constrained and prompt["schema"] == GRAMMAR_SCHEMA)
+        self.coverage_grammar = bool(coverage_grammar and constrained and prompt["schema"] in RANGE_FIRST)
         # Cuts move to paragraph starts only where the prompt shows paragraphs to the model.
         self.cut_at_paragraphs = bool(cut_at_paragraphs and prompt.get("paragraph_breaks"))
         self.bounded_schema = bounded_schema
@@ -105,7 +104,8 @@ class LitSegLiteChunker(LLMChunker):
         """The coverage grammar of a unit of ``n`` sentences, bounded as the schema is."""
         limits = self.schema_limits if self.bounded_schema else SchemaLimits.from_config(None)
         return coverage_grammar(n, title_chars=limits.text["chapter_title"], subtitle_chars=limits.text["subtitle"],
-                                max_context=limits.list_limit("context_idx", n) or n)
+                                max_context=limits.list_limit("context_idx", n) or n,
+                                range_first=RANGE_FIRST[str(self.prompt["schema"])])
 
     def _segment(self, doc: Document, unit: Unit, ask) -> UnitResult:
         t0 = time.perf_counter()

@@ -25,8 +25,10 @@ JSON Schema alone.
 
 from __future__ import annotations
 
-#: The answer schema whose shape the grammar writes (conf/prompt/litseg_lite_compact.yaml).
-SCHEMA = "segments"
+#: The answer schemas whose shape the grammar writes, and whether a block's range comes before its
+#: subtitle (conf/prompt/litseg_lite_compact.yaml: subtitle first; litseg_lite_range_first.yaml:
+#: range first, so the subtitle is written about the sentences already chosen).
+RANGE_FIRST = {"segments": False, "segments_range_first": True}
 #: No grammar above this many sentences (quadratic size); the JSON Schema still applies.
 MAX_SENTENCES = 600
 
@@ -48,11 +50,12 @@ def _more_indices(max_context: int, n: int) -> str:
     return f"{item}*" if max_context >= n else f"{item}{{0,{max_context - 1}}}"
 
 
-def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int, max_context: int) -> str | None:
+def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int, max_context: int,
+                     range_first: bool = False) -> str | None:
     """The EBNF grammar of a covering, ordered compact answer for a unit of ``n_sentences``
     sentences (None above :data:`MAX_SENTENCES`). ``title_chars`` / ``subtitle_chars`` bound the
     text fields (a subtitle has at least one character), ``max_context`` the context indices of a
-    block."""
+    block; ``range_first`` writes each block's range and context before its subtitle."""
     n = int(n_sentences)
     if n < 1 or n > MAX_SENTENCES:
         return None
@@ -63,10 +66,14 @@ def coverage_grammar(n_sentences: int, *, title_chars: int, subtitle_chars: int,
         "idx ::= " + " | ".join(f'"{i}"' for i in range(1, n + 1)),
         'ctx ::= "[]"' + (f' | "[" idx {_more_indices(int(max_context), n)} "]"' if max_context > 0 else ""),
     ]
-    close = _lit(', "context_idx": ') + " ctx " + _lit("}")
+    if range_first:
+        close = _lit(', "context_idx": ') + " ctx " + _lit(', "subtitle": ') + " sub " + _lit("}")
+    else:
+        close = _lit(', "context_idx": ') + " ctx " + _lit("}")
     for k in range(1, n + 1):
-        rules.append(f"seg{k} ::= " + _lit(f'{{"subtitle": ') + " sub " + _lit(f', "from_idx": {k}, "to_idx": ')
-                     + f" end{k}")
+        opening = (_lit(f'{{"from_idx": {k}, "to_idx": ') if range_first else
+                   _lit('{"subtitle": ') + " sub " + _lit(f', "from_idx": {k}, "to_idx": '))
+        rules.append(f"seg{k} ::= {opening} end{k}")
         # A block ends at any sentence from its start on (see the module's note on digit traps).
         rules.append(f"end{k} ::= " + " | ".join(f'"{j}" next{j}' for j in range(k, n + 1)))
     for j in range(1, n + 1):

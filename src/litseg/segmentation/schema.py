@@ -103,6 +103,32 @@ class SegmentsOnlyAnswer(_Answer):
     segments: list[Segment]
 
 
+class RangeFirstSegment(_Answer):
+    """A plot block written range first: the model settles which sentences form the block before it
+    names the block, so the subtitle is written about sentences already chosen."""
+
+    from_idx: int = Field(description="First sentence index of the block (1-based, inclusive).")
+    to_idx: int = Field(description="Last sentence index of the block (inclusive).")
+    context_idx: list[int] = Field(
+        default_factory=list,
+        description="Indices of sentences outside the range needed to understand the block.",
+    )
+    subtitle: str = Field(default="", description="Short title of the plot block.")
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.from_idx, self.to_idx)
+
+
+class RangeFirstAnswer(_Answer):
+    """The compact student answer with each block's range before its subtitle."""
+
+    SEGMENTS_PATH: ClassVar[tuple[str, ...]] = ("segments",)
+
+    chapter_title: str = Field(default="", description="Title or identifier of the unit.")
+    segments: list[RangeFirstSegment]
+
+
 class LiteAnswerNoTheory(_Answer):
     """``w/o Theory``: the generic prompt asks for the segments and nothing else."""
 
@@ -157,6 +183,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "stage2": Stage2Answer,
     "stage3": Stage3Answer,
     "segments": SegmentsOnlyAnswer,
+    "segments_range_first": RangeFirstAnswer,
     "lite_no_theory": LiteAnswerNoTheory,
     "lite_no_step1": LiteAnswerNoStep1,
     "lite_no_step2": LiteAnswerNoStep2,
@@ -184,7 +211,10 @@ def answer_segments(answer: BaseModel) -> list[Segment]:
     node: Any = answer
     for key in segments_path(type(answer)):
         node = getattr(node, key)
-    return list(node) if isinstance(node, list) else []
+    if not isinstance(node, list):
+        return []
+    # Every reader downstream takes Segment; a block written range first is the same block.
+    return [s if isinstance(s, Segment) else Segment.model_validate(s.model_dump()) for s in node]
 
 
 # --------------------------------------------------------------------------------------------

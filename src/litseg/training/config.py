@@ -68,6 +68,9 @@ class DataConfig:
     val_fraction: float = 0.1  # share of BOOKS held out for validation
     test_fraction: float = 0.0  # share of BOOKS held out for testing
     split_seed: int = 0
+    # A fixed book split instead of the fractions: a packaged split's name (src/litseg/data/splits,
+    # e.g. teacher-v2) or a JSON file with "validation", "test" and "excluded" book lists.
+    split: str | None = None
     max_prompt_tokens: int = 6144  # chat-templated prompt
     max_completion_tokens: int = 2048  # the teacher's reformatted answer
     max_total_tokens: int = 8192  # prompt + answer (SFT sequence length)
@@ -100,6 +103,7 @@ class SFTSettings:
     completion_only_loss: bool = True  # loss on the answer only, never on the prompt
     selective_lm_head: str = "auto"  # auto | true | false: project only trained positions (auto: on a CPU)
     pad_to_multiple_of: int | None = None  # round sequence lengths up (fewer distinct shapes for CPU kernels)
+    init_adapter: str | None = None  # start from this LoRA adapter (a run's adapter/ or a shipped adapter's name)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

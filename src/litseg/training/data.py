@@ -30,6 +30,7 @@ from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import blocking_issues, validate_segments
+from litseg.training.splits import assign_books, load_book_split
 
 log = logging.getLogger(__name__)
 
@@ -406,11 +407,18 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
                           chat_template_kwargs=chat_template_kwargs)
     if not rows:
         raise ValueError(f"no training example left: {report.summary()}")
-    assignment = split_books((r["book_id"] for r in rows), val_fraction=data_cfg.val_fraction,
-                             test_fraction=data_cfg.test_fraction, seed=data_cfg.split_seed)
+    if data_cfg.split:
+        assignment = assign_books((r["book_id"] for r in rows), load_book_split(data_cfg.split))
+    else:
+        assignment = split_books((r["book_id"] for r in rows), val_fraction=data_cfg.val_fraction,
+                                 test_fraction=data_cfg.test_fraction, seed=data_cfg.split_seed)
     by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
     for r in rows:
-        by_split[assignment[r["book_id"]]].append(r)
+        where = assignment[r["book_id"]]
+        if where == "excluded":
+            report.drop("book_excluded_by_split")
+            continue
+        by_split[where].append(r)
     if data_cfg.max_examples is not None:
         for s in SPLITS:
             extra = len(by_split[s]) - data_cfg.max_examples

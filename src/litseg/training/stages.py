@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from litseg.models import resolve_adapter
 from litseg.training.config import TrainConfig, to_dict
 from litseg.training.launch import barrier
 
@@ -120,8 +121,9 @@ def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Pa
     tc = plan.tc
     stages: dict[str, Any] = {}
     adapter_in: Path | None = None
-    if tc.stage.run and tc.stage.run[0] == "grpo" and tc.stage.grpo.init_adapter:
-        adapter_in = Path(tc.stage.grpo.init_adapter).expanduser()
+    first = getattr(tc.stage, tc.stage.run[0]) if tc.stage.run else None
+    if first is not None and first.init_adapter:
+        adapter_in = Path(resolve_adapter(first.init_adapter))
     for kind in tc.stage.run:
         stage_dir = plan.out / "stages" / kind
         settings = {"stage": to_dict(getattr(tc.stage, kind)), "model": to_dict(tc.model),
