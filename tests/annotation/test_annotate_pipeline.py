@@ -294,3 +294,29 @@ def test_export_types_hold_when_the_first_shard_has_only_empty_lists(corpus: Pat
     chunks = datasets.load_dataset("json", data_files=str(out / "chunks" / "*.jsonl"), split="train",
                                    features=export_features("chunks"))
     assert len(chunks) == 12 and any(c for c in chunks["context_spans"])
+
+
+def test_two_runs_exports_load_their_own_rows_through_one_datasets_cache(tmp_path: Path) -> None:
+    """``load_dataset(RUN/dataset, "chunks")`` in one process with one cache: each export gives its
+    own rows, and a run resumed with more books gives the new rows (the card's digest keys the cache)."""
+    datasets = pytest.importorskip("datasets")
+    cache = str(tmp_path / "hf_cache")
+    small = write_corpus(tmp_path / "small", books=1, chapters=1, sentences=6)
+    large = write_corpus(tmp_path / "large", books=2, chapters=2, sentences=6)
+    expected = {}
+    for name, corpus in (("first", small), ("second", large)):
+        run_annotate(compose_cfg(f"input={corpus}", "method=recursive"), tmp_path / name)
+        expected[name] = [c["chunk_id"] for c in read_jsonl(tmp_path / name / CHUNKS)]
+    assert len(expected["first"]) != len(expected["second"])
+
+    def loaded(name: str) -> list[str]:
+        return datasets.load_dataset(str(tmp_path / name / "dataset"), "chunks", split="train",
+                                     cache_dir=cache)["chunk_id"]
+
+    assert sorted(loaded("first")) == sorted(expected["first"])
+    assert sorted(loaded("second")) == sorted(expected["second"])
+    assert sorted(loaded("first")) == sorted(expected["first"])
+    write_book(small / "book_09.md", "Book 9", chapters=1, sentences=6)
+    run_annotate(compose_cfg(f"input={small}", "method=recursive"), tmp_path / "first")
+    grown = [c["chunk_id"] for c in read_jsonl(tmp_path / "first" / CHUNKS)]
+    assert len(grown) > len(expected["first"]) and sorted(loaded("first")) == sorted(grown)
