@@ -175,6 +175,11 @@ def test_token_windows_have_the_configured_size_and_overlap() -> None:
     assert got == [words[0:5], words[3:8], words[6:11], words[9:11] + ["w11."]]
     assert [c.metadata["window_tokens"] for c in res.chunks] == [5, 5, 5, 3]
     assert res.diagnostics["n_tokens"] == 12 and res.diagnostics["tokenizer"] == "whitespace"
+    # The record's sizes: words of the chunk, and tokens of the splitter's own tokenizer, named.
+    assert [(c.n_words, c.n_tokens, c.tokenizer) for c in res.chunks] == [
+        (5, 5, "whitespace"), (5, 5, "whitespace"), (5, 5, "whitespace"), (3, 3, "whitespace")]
+    recursive = RecursiveChunker(chunk_size=40, chunk_overlap=0).chunk_unit(doc, doc.units[0]).chunks
+    assert all(c.n_tokens is None and c.tokenizer is None and c.n_words == len(c.text.split()) for c in recursive)
 
 
 def test_window_spans_tile_even_when_the_tokenizer_skips_text() -> None:

@@ -30,7 +30,7 @@ from litseg.annotation.config import AnnotateConfig, ExportSettings, annotate_co
 from litseg.annotation.length_reference import active_reference, with_length_hint
 from litseg.annotation.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
 from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
-from litseg.annotation.view import chunk_table, render_html
+from litseg.annotation.view import chunk_table, render_html, unit_parts
 from litseg.annotation.word_cap import WordCap, resolve_word_cap
 from litseg.chunkers.base import Chunker, build_chunker_from_config
 from litseg.errors import SetupError
@@ -252,6 +252,18 @@ def summary_table(summary: dict[str, Any]) -> Any:
         ("units done / skipped / failed", f"{here['units']} / {here['units_skipped']} / {here['units_failed']}",
          total.get("units")),
         ("chunks", here["chunks"], total.get("chunks")),
+        *(_model_rows(here, total) if here["calls"] or total["calls"] else [("model calls", "none", "none")]),
+        ("fallbacks", here["fallbacks"], total.get("fallbacks")),
+        ("seconds (wall)", here["seconds"], None),
+    ]
+    for label, a, b in rows:
+        table.add_row(label, fmt(a), fmt(b))
+    return table
+
+
+def _model_rows(here: dict[str, Any], total: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The summary rows of a run with model calls (a chunker without a model has none to show)."""
+    return [
         ("calls (retries)", f"{here['calls']:,} ({here['retries']:,})",
          f"{total['calls']:,} ({total['retries']:,})"),
         ("prompt tokens", here["prompt_tokens"], total.get("prompt_tokens")),
@@ -262,13 +274,8 @@ def summary_table(summary: dict[str, Any]) -> Any:
           for name, key in (("calls", "calls"), ("prompt", "prompt_tokens"), ("cached", "cached_tokens"),
                             ("completion", "completion_tokens"))),
         ("repairs", here["repairs"], total.get("repairs")),
-        ("fallbacks", here["fallbacks"], total.get("fallbacks")),
         ("stages unavailable", here.get("stages_unavailable"), total.get("stages_unavailable")),
-        ("seconds (wall)", here["seconds"], None),
     ]
-    for label, a, b in rows:
-        table.add_row(label, fmt(a), fmt(b))
-    return table
 
 
 def _print_end(n: int, out: Path, summary: dict[str, Any]) -> None:
@@ -278,7 +285,7 @@ def _print_end(n: int, out: Path, summary: dict[str, Any]) -> None:
     console = Console()
     if n:
         chunks = first_chunks(out, n + 1)
-        console.print(chunk_table(chunks[:n]))
+        console.print(chunk_table(chunks[:n], parts=unit_parts(iter_jsonl(out / LEDGER))))
         if len(chunks) > n:
             console.print(f"... {summary['chunks_total_in_dir'] - n} more chunks in {out / CHUNKS}")
     console.print(summary_table(summary))

@@ -69,6 +69,7 @@ TABLES = ("chunks", "units", "sentences", "documents")
 _ANNOTATION_TYPES = {
     "str": "str", "int": "int", "float": "float", "bool": "bool", "list[int]": "list[int]",
     "list[str]": "list[str]", "list[tuple[int, int]]": "list[list[int]]",
+    "int | None": "int", "str | None": "str",
 }
 
 
