@@ -8,9 +8,9 @@
 Writes chunks.jsonl, sentences.jsonl, diagnostics.jsonl, documents.jsonl, run_summary.json and
 view.html. Exit code 1 when a book could not be read or a unit failed (the failed units are listed;
 a unit the model could not be reached for is one: a rerun into the same directory tries it again);
-exit code 2, with one line, when the run cannot start (missing input, a parameter of the wrong type,
-a model folder or server that is not there, a run directory of another setup or locked by another
-run; HYDRA_FULL_ERROR=1 shows the traceback).
+exit code 2, with one line, when the run cannot start (missing input, a config option or key that
+does not exist, a parameter of the wrong type, a model folder or server that is not there, a run
+directory of another setup or locked by another run; HYDRA_FULL_ERROR=1 shows the traceback).
 """
 
 from __future__ import annotations
@@ -34,4 +34,9 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    from pathlib import Path
+
+    from litseg.cli import check_command_line
+
+    check_command_line(Path(__file__).resolve().parent / "conf", "annotate")  # config mistakes: one line, exit code 2
     main()

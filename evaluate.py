@@ -27,4 +27,9 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    from pathlib import Path
+
+    from litseg.cli import check_command_line
+
+    check_command_line(Path(__file__).resolve().parent / "conf", "evaluate")  # config mistakes: one line, exit code 2
     main()

@@ -102,7 +102,7 @@ def test_annotate_exits_1_when_something_failed(tmp_path: Path) -> None:
         [sys.executable, "annotate.py", "method=recursive", f"input={corpus}", f"hydra.run.dir={tmp_path / 'run'}",
          "print_table=0"],
         cwd=REPO, capture_output=True, text=True, timeout=180,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])})
     assert proc.returncode == 1, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert summary["books"] == 1 and summary["books_failed"][0]["path"].endswith("broken.txt")
