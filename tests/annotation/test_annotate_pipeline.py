@@ -109,6 +109,32 @@ def test_annotate_exits_1_when_something_failed(tmp_path: Path) -> None:
     assert summary["units"] == 1 and (tmp_path / "run" / "dataset" / "manifest.json").exists()
 
 
+def test_every_input_is_accounted_for_and_skipped_ones_give_exit_code_4(tmp_path: Path) -> None:
+    """A folder with a book, an empty file, a PDF and a PDF named .txt: the book is chunked, the
+    others are listed as skipped with why, and annotate.py exits with INPUTS_SKIPPED_EXIT."""
+    from litseg.annotation.entry import INPUTS_SKIPPED_EXIT
+
+    corpus = write_corpus(tmp_path / "corpus", books=1, chapters=1)
+    (corpus / "empty.txt").write_text("  \n")
+    (corpus / "paper.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer\n")
+    (corpus / "saved-as.txt").write_bytes(b"%PDF-1.7\n% plain ASCII\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    proc = subprocess.run(
+        [sys.executable, "annotate.py", "method=recursive", f"input={corpus}", f"hydra.run.dir={tmp_path / 'run'}",
+         "print_table=0"], cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == INPUTS_SKIPPED_EXIT == 4, proc.stderr[-2000:]
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    outcomes = {Path(row["path"]).name: (row["outcome"], row.get("why")) for row in summary["inputs"]}
+    assert outcomes == {"book_01.md": ("chunked", None), "empty.txt": ("skipped", "empty file"),
+                        "paper.pdf": ("skipped", "unsupported format (PDF)"),
+                        "saved-as.txt": ("skipped", "unsupported format (PDF)")}
+    assert summary["inputs_skipped"] == 3 and summary["books_failed"] == [] and summary["units"] == 1
+    assert "skipped: " + str(corpus / "paper.pdf") + " (unsupported format (PDF))" in proc.stdout
+    # Rerun: the book is done; it still counts as chunked (by the earlier run), the others as skipped.
+    again = run_annotate(compose_cfg(f"input={corpus}", "method=recursive"), tmp_path / "run")
+    assert [r["outcome"] for r in again["inputs"]].count("chunked") == 1 and again["inputs_skipped"] == 3
+
+
 def test_export_is_sharded_loadable_and_described_by_its_manifest(corpus: Path, tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     cfg = compose_cfg(f"input={corpus}", "export.shard_rows=5", "export.parquet=true")

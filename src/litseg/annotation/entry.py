@@ -41,6 +41,19 @@ log = logging.getLogger(__name__)
 
 #: Where a run writes outside Hydra when neither out_dir nor +output_dir names a folder.
 DEFAULT_DIR = "outputs/annotate"
+#: annotate.py's exit code when everything it read was chunked but some inputs were skipped (an
+#: unsupported format, an empty file; listed in run_summary.json's ``inputs`` and at the end of
+#: the run). 1 (a book or unit failed) and 2 (the run could not start) take precedence.
+INPUTS_SKIPPED_EXIT = 4
+
+
+def exit_code(summary: dict[str, Any], strict: bool) -> int:
+    """annotate.py's exit code for a finished run (0 when ``strict`` is off)."""
+    if not strict:
+        return 0
+    if summary["units_failed"] or summary["books_failed"]:
+        return 1
+    return INPUTS_SKIPPED_EXIT if summary["inputs_skipped"] else 0
 
 
 def build_chunker_for_run(cfg: DictConfig | AnnotateConfig) -> tuple[Chunker, dict[str, Any] | None]:
@@ -292,8 +305,10 @@ def _print_end(n: int, out: Path, summary: dict[str, Any]) -> None:
     keys = ("books", "units", "units_skipped", "units_failed", "chunks", "calls", "prompt_tokens",
             "completion_tokens", "retries", "repairs", "fallbacks", "seconds")
     console.print("summary: " + json.dumps({k: summary[k] for k in keys}, default=str))
-    for fail in summary["books_failed"]:
-        console.print(f"[red]unreadable:[/red] {fail['path']}: {fail['error']}")
+    for row in summary["inputs"]:
+        if row["outcome"] != "chunked":
+            console.print(f"{row['outcome']}: {row['path']} ({row['why']})", markup=False, highlight=False,
+                          soft_wrap=True)
     if summary["units_failed"]:
         console.print(f"[red]{summary['units_failed']} unit(s) failed[/red]; errors in {out / 'failures.jsonl'} "
                       "(a rerun into this directory tries them again)")
