@@ -117,6 +117,7 @@ def _chunker_cases() -> list[tuple[str, Chunker]]:
     tok_dir = _minilm_tokenizer_dir()
     if tok_dir is not None:
         cases.append(("token-wordpiece", TokenChunker(chunk_size=6, overlap=2, tokenizer=str(tok_dir))))
+    cases.append(("recursive-unwrap", RecursiveChunker(chunk_size=40, chunk_overlap=10, unwrap_lines=True)))
     base = list(cases)
     cases += [
         ("merge-words:" + cases[0][0], DynamicMerge(base[0][1], target=20, measure="words")),
@@ -269,6 +270,27 @@ def test_recursive_matches_langchain_chunk_for_chunk(overlap: int, doc: Document
     for unit in doc.units:
         got = [c.main_text for c in ours.chunk_unit(doc, unit).chunks]
         assert got == ref.split_text(doc.text[unit.start : unit.end])
+
+
+def test_recursive_on_hard_wrapped_text_cuts_mid_sentence_unless_lines_are_unwrapped() -> None:
+    """The published splitter prefers a line break to a sentence end; with ``unwrap_lines`` the
+    single line breaks inside a paragraph are read as spaces, and cuts fall on sentence ends."""
+    from litseg.chunkers.recursive import unwrap_lines
+
+    sentences = [f"The ferryman rowed the {k}th traveller across while the heron watched from the reeds."
+                 for k in range(1, 13)]
+    words = " ".join(sentences).split(" ")
+    lines = [" ".join(words[i:i + 9]) for i in range(0, len(words), 9)]  # lines of nine words
+    text = "\r\n".join(lines) + "\r\n\r\n" + "\n".join(lines[:4])
+    assert len(unwrap_lines(text)) == len(text) and unwrap_lines(text).count("\n") == 2  # the paragraph break
+    doc = make_doc(text)
+    published = RecursiveChunker(chunk_size=300).chunk_unit(doc, doc.units[0]).chunks
+    unwrapped = RecursiveChunker(chunk_size=300, unwrap_lines=True).chunk_unit(doc, doc.units[0]).chunks
+    assert any(c.main_text[0].islower() for c in published)
+    assert all(c.main_text.startswith("The ferryman") for c in unwrapped)
+    assert all(c.main_text == text[c.start:c.end] for c in unwrapped) and "\r\n" in unwrapped[0].main_text
+    assert "unwrap_lines" not in RecursiveChunker().fingerprint()  # runs of the default keep their keys
+    assert RecursiveChunker(unwrap_lines=True).fingerprint()["unwrap_lines"] is True
 
 
 def test_recursive_offsets_are_exact_where_langchain_start_index_is_not() -> None:
