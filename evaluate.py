@@ -1,7 +1,7 @@
 """Compare chunkers on a QA benchmark: chunk, index (Qdrant), retrieve, rerank, answer, score.
 
     python evaluate.py suite=fairytaleqa 'chunkers=[token,recursive,semantic]'
-    python evaluate.py suite=smoke chunkers=baselines retrieval.embedder.model=hashing   # seconds, no model
+    python evaluate.py suite=smoke 'chunkers=[token,recursive]' retrieval.embedder.model=hashing  # seconds, no embedding model
     python evaluate.py suite=gutenqa_emma 'chunkers=[recursive]' '+chunkers.mine={chunks: outputs/annotate/RUN}'
     python evaluate.py suite=literaryqa generation.enabled=true judge.enabled=true llm@generation.llm=openai
     python evaluate.py -m suite=fairytaleqa 'chunkers=[recursive]' chunkers.recursive.chunk_size=500,1000,2000

@@ -86,8 +86,20 @@ def test_evaluate_an_unknown_chunker_one_line_exit_2(tmp_path: Path) -> None:
     assert "no option 'recursve' in conf/chunkers/; did you mean recursive?" in line
 
 
-def test_train_without_data_one_line_exit_2(tmp_path: Path) -> None:
-    line = one_error_line("train.py", "+experiment=sft", tmp_path=tmp_path)
-    assert "no annotate run directories given: set data.runs=[" in line
+def test_train_an_unknown_experiment_one_line_exit_2(tmp_path: Path) -> None:
     line = one_error_line("train.py", "+experiment=sfft", tmp_path=tmp_path)
     assert "did you mean sft?" in line
+
+
+def test_train_without_data_is_a_config_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """``train.py +experiment=sft`` with no data.runs: the data step's error, one line, exit 2 (in
+    process: the entry around it is the one the subprocess tests drive)."""
+    from litseg.training.config import train_config_from
+    from litseg.training.data import build_datasets
+
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        tc = train_config_from(compose("train", overrides=["+experiment=sft"]))
+    with pytest.raises(SystemExit) as info:
+        run_entry(build_datasets, tc.data, tc.prompt, None)
+    assert info.value.code == SETUP_EXIT
+    assert capsys.readouterr().err.startswith("error: no annotate run directories given: set data.runs=[")
