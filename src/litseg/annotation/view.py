@@ -26,11 +26,15 @@ def _unit_heading(unit: str, first: dict[str, Any], part: str = "") -> str:
     return " / ".join([*first.get("unit_path", []), first.get("unit_title") or unit]) + part
 
 
-def unit_parts(ledger: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+def unit_parts(ledger: Iterable[Mapping[str, Any]]) -> defaultdict[tuple[str, str], str]:
     """``" (part k of n)"`` for every unit that is a piece of a unit split by the word cap (its
-    ledger row's ``cut``), keyed by ``(book_id, unit_id)``: the pieces share their unit's title."""
-    return {(str(row["book_id"]), str(row["unit_id"])): f" (part {row['cut']['part']} of {row['cut']['parts']})"
-            for row in ledger if row.get("cut")}
+    ledger row's ``cut``), keyed by ``(book_id, unit_id)``: the pieces share their unit's title.
+    Any other unit reads as ``""``."""
+    parts: defaultdict[tuple[str, str], str] = defaultdict(str)
+    for row in ledger:
+        if row.get("cut"):
+            parts[(str(row["book_id"]), str(row["unit_id"]))] = f" (part {row['cut']['part']} of {row['cut']['parts']})"
+    return parts
 
 
 def size_label(chunk: Mapping[str, Any]) -> str:
@@ -57,11 +61,11 @@ def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Seque
         out.append("<nav class='toc' id='contents'><strong>Contents</strong><ol>")
         for i, ((book, unit), cs) in enumerate(units, start=1):
             out.append(f"<li><a href='#unit-{i}'>{html.escape(book)} &middot; "
-                       f"{html.escape(_unit_heading(unit, cs[0], parts.get((book, unit), '')))}</a> "
+                       f"{html.escape(_unit_heading(unit, cs[0], parts[(book, unit)]))}</a> "
                        f"<span class='n'>({len(cs)} chunks)</span></li>")
         out.append("</ol></nav>")
     for i, ((book, unit), cs) in enumerate(units, start=1):
-        heading = _unit_heading(unit, cs[0], parts.get((book, unit), ""))
+        heading = _unit_heading(unit, cs[0], parts[(book, unit)])
         out.append(f"<h2 id='unit-{i}'>{html.escape(book)} &middot; {html.escape(heading)}</h2>")
         d = diag.get((book, unit), {})
         if d:
@@ -99,11 +103,12 @@ def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Seque
 
 
 def chunk_table(chunks: Sequence[dict[str, Any]], *, width: int = 60,
-                parts: Mapping[tuple[str, str], str] | None = None):
+                parts: defaultdict[tuple[str, str], str] | None = None):
     """A rich Table of the chunks (unit, range, context, words, tokens when counted, subtitle,
     opening words); ``parts`` (:func:`unit_parts`) marks the pieces of a split unit."""
     from rich.table import Table
 
+    parts = parts if parts is not None else unit_parts(())
     tokenizers = sorted({str(c["tokenizer"]) for c in chunks if c.get("tokenizer")})
     title = f"{len(chunks)} chunks" + (f"; tokens: {', '.join(tokenizers)}" if tokenizers else "")
     t = Table(title=title, show_lines=False)
@@ -115,7 +120,7 @@ def chunk_table(chunks: Sequence[dict[str, Any]], *, width: int = 60,
     for c in chunks:
         words = c.get("n_words") or len((c.get("text") or c["main_text"]).split())  # older rows lack it
         begins = " ".join(c["main_text"].split()[:14])
-        unit = (c.get("unit_title") or c["unit_id"])[:24] + (parts or {}).get((c["book_id"], c["unit_id"]), "")
+        unit = (c.get("unit_title") or c["unit_id"])[:24] + parts[(c["book_id"], c["unit_id"])]
         ctx = ",".join(map(str, c.get("context_ids") or [])) or "-"
         sizes = [str(words)] + ([str(c["n_tokens"]) if c.get("n_tokens") is not None else "-"] if tokenizers else [])
         t.add_row(unit, f"{c['from_idx']}-{c['to_idx']}", ctx, *sizes, c.get("subtitle") or "", begins)
