@@ -103,3 +103,15 @@ def test_train_without_data_is_a_config_error(capsys: pytest.CaptureFixture[str]
         run_entry(build_datasets, tc.data, tc.prompt, None)
     assert info.value.code == SETUP_EXIT
     assert capsys.readouterr().err.startswith("error: no annotate run directories given: set data.runs=[")
+
+
+def test_evaluate_without_chunkers_or_with_a_misspelt_embedder_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from litseg.rag.evaluation.sources import resolve_chunkers
+    from litseg.rag.index import build_dense_encoder
+
+    with pytest.raises(SystemExit) as info:
+        run_entry(resolve_chunkers, {})
+    assert info.value.code == SETUP_EXIT
+    assert capsys.readouterr().err.startswith("error: no chunkers to evaluate: set chunkers=[token,recursive,")
+    with pytest.raises(ConfigError, match=r"retrieval.embedder.model='hashng': .*or 'hashing'"):
+        build_dense_encoder({"model": "hashng"})
