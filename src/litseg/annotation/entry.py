@@ -260,8 +260,9 @@ def summary_table(summary: dict[str, Any]) -> Any:
         return "-" if v is None else str(v)
 
     rows = [
-        ("books read / skipped / failed",
+        ("books read / done earlier / failed",
          f"{here['books']} / {here['books_skipped']} / {len(here['books_failed'])}", None),
+        *([("inputs skipped (listed below)", here["inputs_skipped"], None)] if here["inputs_skipped"] else []),
         ("units done / skipped / failed", f"{here['units']} / {here['units_skipped']} / {here['units_failed']}",
          total.get("units")),
         ("chunks", here["chunks"], total.get("chunks")),
