@@ -108,27 +108,23 @@ def command_line_error(config_dir: str | Path, config_name: str, argv: Sequence[
 
 def _compositions(overrides: list[str], *, multirun: bool) -> Iterator[list[str]]:
     """The override lists to compose: the command line itself, or for a multirun its first job
-    and then each value of each sweep in turn (Hydra's sweepers try them all)."""
+    and then each other value of each sweep in turn (Hydra's sweepers try them all; a sweep that
+    cannot be listed, such as an interval for Optuna, is left to the sweeper)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     if not multirun:
         yield overrides
         return
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    values = [list(o.sweep_string_iterator()) if o.is_sweep_override() and o.is_discrete_sweep() else None
-              for o in parsed]
-    first = [f"{o.get_key_element()}={v[0]}" if v else o.input_line
-             for o, v in zip(parsed, values) if v or not o.is_sweep_override()]
+    candidates: list[list[str]] = []  # per override: the lines it stands for, first job's first
+    for o in OverridesParser.create().parse_overrides(overrides):
+        if not o.is_sweep_override():
+            candidates.append([o.input_line])
+        elif o.is_discrete_sweep() and (values := list(o.sweep_string_iterator())):
+            candidates.append([f"{o.get_key_element()}={v}" for v in values])
+    first = [lines[0] for lines in candidates]
     yield first
-    checks = 1
-    for i, (override, choices) in enumerate(zip(parsed, values)):
-        for value in (choices or [])[1:]:
-            if checks >= _MAX_SWEEP_CHECKS:
-                return
-            checks += 1
-            one = [f"{override.get_key_element()}={value}" if line.startswith(override.get_key_element() + "=")
-                   and j == i else line for j, line in enumerate(first)]
-            yield one
+    others = [first[:i] + [line] + first[i + 1:] for i, lines in enumerate(candidates) for line in lines[1:]]
+    yield from others[: _MAX_SWEEP_CHECKS - 1]
 
 
 def _compose(config_dir: str | Path, config_name: str, overrides: list[str]) -> None:
