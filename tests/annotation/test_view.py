@@ -4,6 +4,7 @@ without a model shows no model counters."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -62,8 +63,6 @@ def test_sizes_are_words_for_every_chunker_and_tokens_only_with_a_named_tokenize
 
 def test_a_run_without_a_model_shows_one_model_row_not_ten_zeros(tmp_path: Path) -> None:
     run = _recursive_run(tmp_path)
-    import json
-
     summary = json.loads((run / "run_summary.json").read_text())
     shown = _text(summary_table(summary))
     assert "model calls" in shown and "prompt tokens" not in shown and "per 1k words" not in shown
