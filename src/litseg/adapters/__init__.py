@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from litseg.chunkers.base import Chunker, build_chunker
+from litseg.segmentation.reading import read_document
 from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Chunk, Document, Sentence, Unit
 
@@ -50,8 +51,6 @@ def text_to_document(text: str, book_id: str = "text", *, preprocess: bool = Tru
 def read_book(path: str | Path) -> str:
     """The text of a book file exactly as annotate.py reads it (decoded, line endings kept, a BOM
     removed, EPUB/HTML converted to text): the text annotate.py's offsets refer to."""
-    from litseg.segmentation.reading import read_document
-
     return read_document(path).text
 
 
