@@ -1,7 +1,7 @@
 """Compare chunkers on a QA benchmark: chunk, index (Qdrant), retrieve, rerank, answer, score.
 
     python evaluate.py suite=fairytaleqa 'chunkers=[token,recursive,semantic]'
-    python evaluate.py suite=smoke chunkers=baselines retrieval.embedder.model=hashing   # seconds, no model
+    python evaluate.py suite=smoke 'chunkers=[token,recursive]' retrieval.embedder.model=hashing  # seconds, no embedding model
     python evaluate.py suite=gutenqa_emma 'chunkers=[recursive]' '+chunkers.mine={chunks: outputs/annotate/RUN}'
     python evaluate.py suite=literaryqa generation.enabled=true judge.enabled=true llm@generation.llm=openai
     python evaluate.py -m suite=fairytaleqa 'chunkers=[recursive]' chunkers.recursive.chunk_size=500,1000,2000
@@ -27,4 +27,9 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    from pathlib import Path
+
+    from litseg.cli import check_command_line
+
+    check_command_line(Path(__file__).resolve().parent / "conf", "evaluate")  # config mistakes: one line, exit code 2
     main()

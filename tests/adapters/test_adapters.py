@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
-from litseg.adapters import chunk_text, resolve_chunker, text_to_document
+from litseg.adapters import chunk_text, read_book, resolve_chunker, text_to_document
 from litseg.chunkers.recursive import RecursiveChunker
 from litseg.chunkers.token import TokenChunker
 
@@ -150,3 +151,44 @@ class TestLlamaIndex:
 
         with pytest.raises(ValueError, match="content"):
             LitsegNodeParser("recursive", content="summary")
+
+
+def _crlf_book(path: Path) -> Path:
+    """A Markdown book with Windows line ends, long enough for several recursive chunks a chapter."""
+    chapters = []
+    for c in range(1, 4):
+        paras = [" ".join(f"In chapter {c} the ferryman counted crossing {p}.{s} before the mist lifted."
+                          for s in range(6)) for p in range(5)]
+        chapters.append(f"## Chapter {c}\r\n\r\n" + "\r\n\r\n".join(paras))
+    path.write_bytes(("# The Ferryman\r\n\r\n" + "\r\n\r\n".join(chapters) + "\r\n").encode("utf-8"))
+    return path
+
+
+@pytest.mark.skipif(not (HAS_LANGCHAIN and HAS_LLAMAINDEX), reason="needs both adapter extras")
+def test_adapters_give_annotate_offsets_on_a_crlf_file(tmp_path: Path) -> None:
+    """annotate.py and both adapters, on a file read with read_book, give the same spans; the
+    file read with open() is another text (CRLF turned into LF), which is why read_book exists."""
+    from hydra import compose, initialize_config_dir
+    from llama_index.core import Document as LIDocument
+
+    from litseg.adapters.langchain import LitsegTextSplitter
+    from litseg.adapters.llamaindex import LitsegNodeParser
+    from litseg.annotation.entry import run_annotate
+    from litseg.annotation.store import CHUNKS, read_jsonl
+    from tests.conftest import REPO
+
+    book = _crlf_book(tmp_path / "ferry.md")
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        cfg = compose("annotate", overrides=["method=recursive", f"input={book}", "print_table=0",
+                                             "view=false", "export.enabled=false"])
+    run_annotate(cfg, tmp_path / "run")
+    expected = [tuple(c["main_spans"][0]) for c in read_jsonl(tmp_path / "run" / CHUNKS)]
+    assert len(expected) > 6
+
+    text = read_book(book)
+    assert "\r\n" in text and "\r" not in book.open(encoding="utf-8").read()
+    lc = LitsegTextSplitter("recursive").create_documents([text])
+    assert [(d.metadata["start_index"], d.metadata["end_index"]) for d in lc] == expected
+    nodes = LitsegNodeParser("recursive").get_nodes_from_documents([LIDocument(text=text)])
+    assert [(n.start_char_idx, n.end_char_idx) for n in nodes] == expected
+    assert all(text[s:e] == d.page_content for (s, e), d in zip(expected, lc))

@@ -102,11 +102,37 @@ def test_annotate_exits_1_when_something_failed(tmp_path: Path) -> None:
         [sys.executable, "annotate.py", "method=recursive", f"input={corpus}", f"hydra.run.dir={tmp_path / 'run'}",
          "print_table=0"],
         cwd=REPO, capture_output=True, text=True, timeout=180,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])})
     assert proc.returncode == 1, proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     assert summary["books"] == 1 and summary["books_failed"][0]["path"].endswith("broken.txt")
     assert summary["units"] == 1 and (tmp_path / "run" / "dataset" / "manifest.json").exists()
+
+
+def test_every_input_is_accounted_for_and_skipped_ones_give_exit_code_4(tmp_path: Path) -> None:
+    """A folder with a book, an empty file, a PDF and a PDF named .txt: the book is chunked, the
+    others are listed as skipped with why, and annotate.py exits with INPUTS_SKIPPED_EXIT."""
+    from litseg.annotation.entry import INPUTS_SKIPPED_EXIT
+
+    corpus = write_corpus(tmp_path / "corpus", books=1, chapters=1)
+    (corpus / "empty.txt").write_text("  \n")
+    (corpus / "paper.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer\n")
+    (corpus / "saved-as.txt").write_bytes(b"%PDF-1.7\n% plain ASCII\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    proc = subprocess.run(
+        [sys.executable, "annotate.py", "method=recursive", f"input={corpus}", f"hydra.run.dir={tmp_path / 'run'}",
+         "print_table=0"], cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == INPUTS_SKIPPED_EXIT == 4, proc.stderr[-2000:]
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    outcomes = {Path(row["path"]).name: (row["outcome"], row.get("why")) for row in summary["inputs"]}
+    assert outcomes == {"book_01.md": ("chunked", None), "empty.txt": ("skipped", "empty file"),
+                        "paper.pdf": ("skipped", "unsupported format (PDF)"),
+                        "saved-as.txt": ("skipped", "unsupported format (PDF)")}
+    assert summary["inputs_skipped"] == 3 and summary["books_failed"] == [] and summary["units"] == 1
+    assert "skipped: " + str(corpus / "paper.pdf") + " (unsupported format (PDF))" in proc.stdout
+    # Rerun: the book is done; it still counts as chunked (by the earlier run), the others as skipped.
+    again = run_annotate(compose_cfg(f"input={corpus}", "method=recursive"), tmp_path / "run")
+    assert [r["outcome"] for r in again["inputs"]].count("chunked") == 1 and again["inputs_skipped"] == 3
 
 
 def test_export_is_sharded_loadable_and_described_by_its_manifest(corpus: Path, tmp_path: Path) -> None:
@@ -294,3 +320,29 @@ def test_export_types_hold_when_the_first_shard_has_only_empty_lists(corpus: Pat
     chunks = datasets.load_dataset("json", data_files=str(out / "chunks" / "*.jsonl"), split="train",
                                    features=export_features("chunks"))
     assert len(chunks) == 12 and any(c for c in chunks["context_spans"])
+
+
+def test_two_runs_exports_load_their_own_rows_through_one_datasets_cache(tmp_path: Path) -> None:
+    """``load_dataset(RUN/dataset, "chunks")`` in one process with one cache: each export gives its
+    own rows, and a run resumed with more books gives the new rows (the card's digest keys the cache)."""
+    datasets = pytest.importorskip("datasets")
+    cache = str(tmp_path / "hf_cache")
+    small = write_corpus(tmp_path / "small", books=1, chapters=1, sentences=6)
+    large = write_corpus(tmp_path / "large", books=2, chapters=2, sentences=6)
+    expected = {}
+    for name, corpus in (("first", small), ("second", large)):
+        run_annotate(compose_cfg(f"input={corpus}", "method=recursive"), tmp_path / name)
+        expected[name] = [c["chunk_id"] for c in read_jsonl(tmp_path / name / CHUNKS)]
+    assert len(expected["first"]) != len(expected["second"])
+
+    def loaded(name: str) -> list[str]:
+        return datasets.load_dataset(str(tmp_path / name / "dataset"), "chunks", split="train",
+                                     cache_dir=cache)["chunk_id"]
+
+    assert sorted(loaded("first")) == sorted(expected["first"])
+    assert sorted(loaded("second")) == sorted(expected["second"])
+    assert sorted(loaded("first")) == sorted(expected["first"])
+    write_book(small / "book_09.md", "Book 9", chapters=1, sentences=6)
+    run_annotate(compose_cfg(f"input={small}", "method=recursive"), tmp_path / "first")
+    grown = [c["chunk_id"] for c in read_jsonl(tmp_path / "first" / CHUNKS)]
+    assert len(grown) > len(expected["first"]) and sorted(loaded("first")) == sorted(grown)

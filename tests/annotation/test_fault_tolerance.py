@@ -160,7 +160,7 @@ def test_kill_9_halfway_then_restart_finishes_with_exactly_the_uninterrupted_uni
         run = tmp_path / "killed"
         cmd = [sys.executable, "annotate.py", "method=litseg", "llm=openai", f"llm.base_urls={srv.base_url}", *CLIENT,
                "print_table=0", "view=false", *overrides, f"hydra.run.dir={run}"]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 120
         try:

@@ -68,6 +68,15 @@ class HashEmbedder:
         return out
 
 
+class WindowedHashEmbedder(HashEmbedder):
+    """The bag-of-words embedder with a window of 12 tokens (words), so the chunk cap cuts."""
+
+    max_seq_length = 12
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
 def assert_coverage_and_spans(doc: Document, results: list[UnitResult]) -> None:
     assert [r.unit_id for r in results] == [u.unit_id for u in doc.units]
     for unit, res in zip(doc.units, results):
@@ -117,6 +126,9 @@ def _chunker_cases() -> list[tuple[str, Chunker]]:
     tok_dir = _minilm_tokenizer_dir()
     if tok_dir is not None:
         cases.append(("token-wordpiece", TokenChunker(chunk_size=6, overlap=2, tokenizer=str(tok_dir))))
+    cases.append(("recursive-unwrap", RecursiveChunker(chunk_size=40, chunk_overlap=10, unwrap_lines=True)))
+    cases.append(("semantic-capped", SemanticChunker(buffer_size=1, breakpoint_percentile=90,
+                                                     embedder=WindowedHashEmbedder())))
     base = list(cases)
     cases += [
         ("merge-words:" + cases[0][0], DynamicMerge(base[0][1], target=20, measure="words")),
@@ -175,6 +187,11 @@ def test_token_windows_have_the_configured_size_and_overlap() -> None:
     assert got == [words[0:5], words[3:8], words[6:11], words[9:11] + ["w11."]]
     assert [c.metadata["window_tokens"] for c in res.chunks] == [5, 5, 5, 3]
     assert res.diagnostics["n_tokens"] == 12 and res.diagnostics["tokenizer"] == "whitespace"
+    # The record's sizes: words of the chunk, and tokens of the splitter's own tokenizer, named.
+    assert [(c.n_words, c.n_tokens, c.tokenizer) for c in res.chunks] == [
+        (5, 5, "whitespace"), (5, 5, "whitespace"), (5, 5, "whitespace"), (3, 3, "whitespace")]
+    recursive = RecursiveChunker(chunk_size=40, chunk_overlap=0).chunk_unit(doc, doc.units[0]).chunks
+    assert all(c.n_tokens is None and c.tokenizer is None and c.n_words == len(c.text.split()) for c in recursive)
 
 
 def test_window_spans_tile_even_when_the_tokenizer_skips_text() -> None:
@@ -266,6 +283,27 @@ def test_recursive_matches_langchain_chunk_for_chunk(overlap: int, doc: Document
         assert got == ref.split_text(doc.text[unit.start : unit.end])
 
 
+def test_recursive_on_hard_wrapped_text_cuts_mid_sentence_unless_lines_are_unwrapped() -> None:
+    """The published splitter prefers a line break to a sentence end; with ``unwrap_lines`` the
+    single line breaks inside a paragraph are read as spaces, and cuts fall on sentence ends."""
+    from litseg.chunkers.recursive import unwrap_lines
+
+    sentences = [f"The ferryman rowed the {k}th traveller across while the heron watched from the reeds."
+                 for k in range(1, 13)]
+    words = " ".join(sentences).split(" ")
+    lines = [" ".join(words[i:i + 9]) for i in range(0, len(words), 9)]  # lines of nine words
+    text = "\r\n".join(lines) + "\r\n\r\n" + "\n".join(lines[:4])
+    assert len(unwrap_lines(text)) == len(text) and unwrap_lines(text).count("\n") == 2  # the paragraph break
+    doc = make_doc(text)
+    published = RecursiveChunker(chunk_size=300).chunk_unit(doc, doc.units[0]).chunks
+    unwrapped = RecursiveChunker(chunk_size=300, unwrap_lines=True).chunk_unit(doc, doc.units[0]).chunks
+    assert any(c.main_text[0].islower() for c in published)
+    assert all(c.main_text.startswith("The ferryman") for c in unwrapped)
+    assert all(c.main_text == text[c.start:c.end] for c in unwrapped) and "\r\n" in unwrapped[0].main_text
+    assert "unwrap_lines" not in RecursiveChunker().fingerprint()  # runs of the default keep their keys
+    assert RecursiveChunker(unwrap_lines=True).fingerprint()["unwrap_lines"] is True
+
+
 def test_recursive_offsets_are_exact_where_langchain_start_index_is_not() -> None:
     text = "ha ha ha ha. " * 30 + "ho ho ho. " * 30
     doc = make_doc(text)
@@ -329,6 +367,48 @@ def test_semantic_single_sentence_needs_no_embedding() -> None:
     doc = make_doc("Only one sentence here")
     res = SemanticChunker(embedder=emb).chunk_unit(doc, doc.units[0])
     assert [c.main_text for c in res.chunks] == ["Only one sentence here"] and emb.calls == 0
+
+
+class WindowedTopicEmbedder(TopicEmbedder):
+    """A topic embedder with a window of 14 tokens (one token per word) for the chunk cap."""
+
+    max_seq_length = 14
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_semantic_chunks_are_capped_at_the_embedders_window() -> None:
+    """auto: window less 2 special tokens = 12 words; an overlong run is cut again where its
+    distance is largest (here the cat/ship shift the percentile left alone), then further."""
+    cats = "The cat sat down. The cat purred softly. A cat slept. "  # 4 + 4 + 3 words
+    ships = "The ship sailed. The ship rolled over. A ship sank."  # 3 + 4 + 3 words
+    doc = make_doc(cats + ships)
+    capped = SemanticChunker(buffer_size=0, breakpoint_percentile=100, embedder=WindowedTopicEmbedder())
+    res = capped.chunk_unit(doc, doc.units[0])
+    assert capped.max_chunk_tokens == 12 and capped.fingerprint()["max_chunk_tokens"] == 12
+    assert [c.main_text for c in res.chunks] == [cats.strip(), ships]  # 11 and 10 words
+    assert res.diagnostics["n_breakpoints"] == 0 and res.diagnostics["n_cap_cuts"] == 1
+    uncapped = SemanticChunker(buffer_size=0, breakpoint_percentile=100, embedder=WindowedTopicEmbedder(),
+                               max_chunk_tokens=None)
+    assert len(uncapped.chunk_unit(doc, doc.units[0]).chunks) == 1  # the method as described
+    tight = SemanticChunker(buffer_size=0, breakpoint_percentile=100, embedder=WindowedTopicEmbedder(),
+                            max_chunk_tokens=4).chunk_unit(doc, doc.units[0])
+    assert all(c.to_idx == c.from_idx for c in tight.chunks)  # down to single sentences, never below
+    with pytest.raises(ValueError, match="needs an embedder that counts its tokens"):
+        SemanticChunker(embedder=TopicEmbedder(), max_chunk_tokens=100)
+    assert SemanticChunker(embedder=TopicEmbedder()).max_chunk_tokens is None  # auto without a window
+
+
+def test_cap_runs_cuts_at_the_largest_distance_first() -> None:
+    from litseg.chunkers.semantic import cap_runs
+
+    distances = np.array([0.1, 0.9, 0.2, 0.5, 0.3])
+    assert cap_runs([0], [5] * 6, distances, cap=30) == [0]
+    assert cap_runs([0], [5] * 6, distances, cap=20) == [0, 2]  # 0.9 first; 20 then fits
+    assert cap_runs([0], [5] * 6, distances, cap=15) == [0, 2, 4]  # then 0.5 inside the second part
+    assert cap_runs([0], [5] * 6, distances, cap=5) == [0, 1, 2, 3, 4, 5]
+    assert cap_runs([0, 4], [5] * 6, distances, cap=10) == [0, 2, 4]
 
 
 @pytest.mark.slow

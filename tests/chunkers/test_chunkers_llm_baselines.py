@@ -137,6 +137,9 @@ class CurveScorer:
     def count_tokens(self, text: str) -> int:
         return len(text.split())
 
+    def chunk_tokenizer(self) -> None:
+        return None
+
 
 class MarginScorer:
     """Gives the margin chunker p(split), p(keep) from a function of (left, right)."""
@@ -161,6 +164,9 @@ class MarginScorer:
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
+
+    def chunk_tokenizer(self) -> None:
+        return None
 
 
 def window_bounds(request: ChatRequest) -> tuple[int, int]:

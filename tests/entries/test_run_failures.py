@@ -51,7 +51,8 @@ LUMBER_PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/lumber
 # Client settings that make a dead server cheap: one retry, near-zero backoff.
 FAST_CLIENT = ["llm.model=fake-model", "llm.cache.enabled=false", "llm.max_retries=1", "llm.backoff_base_s=0.01",
                "llm.backoff_max_s=0.02", "llm.timeout_s=5", "llm.connect_timeout_s=1"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+# src first: a checkout that is not the installed one runs its own code
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
 
 
 def unreachable(message: str = "connection failed at http://127.0.0.1:9/v1: refused") -> Completion:

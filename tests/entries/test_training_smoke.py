@@ -26,7 +26,7 @@ from tests.training_helpers import EXPERIMENTS, REPO, compose_train
 pytestmark = pytest.mark.slow
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-       "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}
+       "WANDB_MODE": "offline", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
 
 
 def run_cli(args: list[str], timeout: int = 600, expect: int = 0) -> subprocess.CompletedProcess:
@@ -117,6 +117,7 @@ def test_grpo_smoke_logs_every_reward_and_changes_lora(tmp_path):
     assert s["trained_nothing"] == [] and not stage["rewards"]["flat"] and not stage["rewards"]["all_zero"]
     line = end_line(proc)
     assert line.startswith("train: trained | eval/reward=") and f"grpo {changed}/{n}" in line
+    assert "is the smoke probe reward" in line  # not a score of the method
     assert f"adapter {run_dir / 'adapter'}" in line and "TRAINED NOTHING" not in proc.stdout
     assert any(float(t.abs().sum()) > 0 for t in lora_b_weights(run_dir / "adapter").values())
     train_rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r["stage"] == "grpo" and "loss" in r]

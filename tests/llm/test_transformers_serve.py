@@ -33,7 +33,8 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 SERVE = Path(sys.executable).parent / "transformers"
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),
+       "HF_HUB_OFFLINE": "1",
        "TRANSFORMERS_OFFLINE": "1"}
 MAX_NEW_TOKENS = 48
 

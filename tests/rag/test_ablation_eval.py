@@ -17,7 +17,7 @@ pytest.importorskip("trl")
 pytest.importorskip("peft")
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-       "WANDB_MODE": "offline", "PYTHONPATH": str(REPO)}
+       "WANDB_MODE": "offline", "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
 # A tiny random model writes nothing readable; short answers keep the students fast (every unit
 # then takes the fallback, which the table reports).
 STUDENT_FAST = {"max_new_tokens": 16, "max_retries": 0}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -113,6 +114,32 @@ def test_smoke_suite_runs_through_the_hydra_entry(tmp_path: Path) -> None:
     # objective of a metric this run could not compute
     cfg = composed("suite=smoke", "chunkers=[sections]", "objective.metric=f1", *FAST)
     assert math.isnan(run_from_hydra(cfg, tmp_path / "f1"))
+
+
+def test_the_documented_smoke_check_loads_no_embedding_model_and_warns_of_few_books(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The smoke command as docs/evaluation.md prints it: no embedding model is loaded, and the
+    two books' intervals and p-values come with the few-books warning (terminal and results.md)."""
+    shared_data_dir()
+    import litseg.embeddings
+    from litseg.rag.evaluation.run import run_from_hydra
+    from litseg.rag.report import metric_label
+
+    doc = (REPO / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    [command] = re.findall(r"(?m)^python evaluate.py suite=smoke .*$", doc)
+    overrides = [a.strip("'") for a in command.split()[2:]]
+    assert "retrieval.embedder.model=hashing" in overrides
+
+    def no_model(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the smoke check loaded an embedding model: {args}")
+
+    monkeypatch.setattr(litseg.embeddings, "load_embedder", no_model)
+    run_from_hydra(composed(*overrides, "progress=false", "report.plots=false", "metrics.n_resamples=200"), tmp_path)
+    printed = capsys.readouterr().out
+    assert "warning: only 2 book(s) (fewer than 10)" in printed and "p-value can go below 0.5" in printed
+    assert "**Warning: only 2 book(s)" in (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert metric_label("boundary_similarity") == "boundary similarity ↓ lower is better"
+    assert metric_label("random_hit@1") == "random hit@1 (reference)" and metric_label("mrr@10") == "mrr@10"
 
 
 def test_export_texts_for_annotate(tmp_path: Path) -> None:

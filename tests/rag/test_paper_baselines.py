@@ -61,6 +61,9 @@ def test_margin_sampling_asks_the_model_at_every_sentence_by_default() -> None:
         def count_tokens(self, text: str) -> int:
             return len(text.split())
 
+        def chunk_tokenizer(self) -> None:
+            return None
+
     text = " ".join(f"Sentence {k} tells of the long road home once more." for k in range(1, 61))  # 600 words
     doc = make_doc(text)
     template = OmegaConf.to_container(OmegaConf.load(CONF / "prompt" / "margin_sampling.yaml"))

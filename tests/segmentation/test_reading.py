@@ -11,11 +11,13 @@ import pytest
 from litseg.segmentation.gutenberg import gutenberg_bounds, header_metadata
 from litseg.segmentation.preprocess import load_documents
 from litseg.segmentation.reading import (
+    BOOK_SUFFIXES,
     ReadError,
     ReadFailure,
     html_to_text,
     iter_input_paths,
     read_document,
+    scan_inputs,
     slugify,
 )
 from litseg.segmentation.types import Document
@@ -249,6 +251,29 @@ def test_iter_input_paths_file_dir_glob_sequence(tmp_path: Path) -> None:
     assert iter_input_paths(str(tmp_path / "**" / "*.html")) == [c]
     assert iter_input_paths([a, str(a), tmp_path / "sub"]) == [a, c]  # de-duplicated
     assert iter_input_paths(a) == [a]
+
+
+def test_scan_names_every_file_that_is_not_a_book_and_why(tmp_path: Path) -> None:
+    """Unsupported formats are known by their first bytes as well as their name: a PDF whose
+    syntax is plain ASCII is a PDF even when passed directly or named .txt."""
+    book = write(tmp_path / "book.txt", STORY)
+    pdf = write(tmp_path / "paper.pdf", b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\n")
+    disguised = write(tmp_path / "notes.txt", b"%PDF-1.7\n% plain ASCII all the way\n")
+    docx = write(tmp_path / "draft.docx", b"PK\x03\x04" + b"\x00" * 40)
+    bare = write(tmp_path / "README", "A plain text file without a suffix is read as text.\n")
+    (tmp_path / ".hidden").mkdir()
+    write(tmp_path / ".hidden" / "cache.bin", b"\x00\x01")  # hidden: not an input at all
+    scan = scan_inputs(tmp_path)
+    assert scan.books == [bare, book]
+    assert dict(scan.skipped) == {
+        docx: "unsupported format (a ZIP archive such as .docx or .odt)",
+        disguised: "unsupported format (PDF)", pdf: "unsupported format (PDF)"}
+    assert scan_inputs([book, pdf]).skipped == [(pdf, "unsupported format (PDF)")]
+    with pytest.raises(FileNotFoundError, match=r"no book to read in .*paper\.pdf: unsupported format \(PDF\)"):
+        iter_input_paths(pdf)
+    odd = write(tmp_path / "scan.djvu", "text that is not text")
+    assert scan_inputs([book, odd.parent / "*.djvu"]).skipped == [(odd, f"unsupported format (.djvu; books are "
+                                                                f"{', '.join(BOOK_SUFFIXES)})")]
 
 
 def test_iter_input_paths_nothing_matches(tmp_path: Path) -> None:

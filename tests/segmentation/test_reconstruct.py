@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from litseg.segmentation.reconstruct import approx_tokens, build_chunk, build_chunks, chunk_id
+from litseg.segmentation.reconstruct import build_chunk, build_chunks, chunk_id
 from litseg.segmentation.schema import Segment
-from litseg.segmentation.types import Chunk, Document, Sentence, Unit
+from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Sentence, Unit
 
 HEADING = "CHAPTER I\r\n\r\n"
 SENTENCES = ["Anna walked in.", "She smiled.", "The door closed!", "\u201cWho?\u201d he asked.",
@@ -83,21 +83,32 @@ def test_no_subtitle_no_context_means_text_is_main_text() -> None:
 def test_record_fields_and_ids() -> None:
     doc, unit = make_unit_doc()
     chunks = build_chunks(doc, unit, [Segment(from_idx=1, to_idx=2), Segment(from_idx=3, to_idx=6)],
-                          method="litseg_lite", token_counter=lambda t: 1000 + len(t))
+                          method="litseg_lite", tokenizer=NamedTokenizer("test-tok", lambda t: 1000 + len(t)))
     assert [c.chunk_id for c in chunks] == ["bk:u01:001", "bk:u01:002"]
     assert chunk_id("b", "u", 12) == "b:u:012"
     c = chunks[0]
     assert (c.book_id, c.unit_id, c.method) == ("bk", "u01", "litseg_lite")
     assert (c.unit_title, c.unit_path, c.unit_kind) == ("CHAPTER I", ["PART ONE", "CHAPTER I"], "chapter")
-    assert c.n_tokens == 1000 + len(c.text)
+    assert (c.n_tokens, c.tokenizer, c.n_words) == (1000 + len(c.text), "test-tok", len(c.text.split()))
     assert c.unit_path is not unit.path  # a copy, not shared
     assert Chunk.from_dict(json.loads(json.dumps(c.to_dict()))) == c
 
 
-def test_default_token_count_is_whitespace_words() -> None:
+def test_without_a_tokenizer_a_chunk_is_sized_in_words_only() -> None:
     doc, unit = make_unit_doc()
     [chunk] = build_chunks(doc, unit, [Segment(subtitle="Two words", from_idx=1, to_idx=1)], method="m")
-    assert chunk.n_tokens == approx_tokens(chunk.text) == 5
+    assert (chunk.n_words, chunk.n_tokens, chunk.tokenizer) == (len(chunk.text.split()), None, None)
+    assert chunk.n_words == 2 + len(doc.sentence_text(unit.sentences[0]).split())
+
+
+def test_a_chunk_record_from_before_n_words_reads_with_its_words_counted() -> None:
+    """Old records carry ``n_tokens`` only, words for some chunkers and tokens for others: the
+    number is dropped rather than shown in the wrong unit, and the words are counted again."""
+    doc, unit = make_unit_doc()
+    [chunk] = build_chunks(doc, unit, [Segment(from_idx=1, to_idx=2)], method="m")
+    old = {k: v for k, v in chunk.to_dict().items() if k not in ("n_words", "tokenizer")} | {"n_tokens": 7}
+    read = Chunk.from_dict(old)
+    assert (read.n_words, read.n_tokens, read.tokenizer) == (len(chunk.text.split()), None, None)
 
 
 @pytest.mark.parametrize("segment,match", [

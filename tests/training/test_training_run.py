@@ -59,6 +59,18 @@ def test_every_run_ends_with_one_line_naming_metric_adapter_and_changed_tensors(
     assert "no training stage" in end_line({**summary, "stages": {}, "trained_nothing": [], "adapter": None})
 
 
+def test_a_smoke_runs_last_line_says_its_reward_is_the_probes():
+    """debug=smoke adds a probe reward so that a random model's weights move; its share of the
+    eval reward is named, or the line would read like a real score."""
+    summary = {"metric_name": "eval/reward", "metric": 0.0625, "adapter": None, "run_dir": "/runs/s",
+               "stages": {"grpo": _stage(20)}, "trained_nothing": [],
+               "rewards": {"format": {"weight": 1.0}, "probe": {"weight": 1.0}},
+               "eval": {"eval/reward": 0.0625, "eval/format": 0.0, "eval/probe": 0.0625}}
+    assert "eval/reward=0.0625 (of which 0.0625 is the smoke probe reward: " in end_line(summary)
+    del summary["rewards"]["probe"]
+    assert "probe" not in end_line(summary)
+
+
 @pytest.fixture(scope="module")
 def teacher_run(tmp_path_factory) -> Path:
     from litseg.training.synthetic import make_synthetic_run

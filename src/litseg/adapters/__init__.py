@@ -4,13 +4,21 @@
 (LlamaIndex, needs ``llama-index-core``) are imported lazily, so this package costs nothing until
 one of them is used. Both turn a plain string into a litseg :class:`Document` with
 :func:`text_to_document` and report chunk offsets into that same string.
+
+Which text offsets refer to: annotate.py's offsets index the decoded file with its line endings
+as they are (``\r\n`` stays two characters; a byte-order mark is dropped; EPUB and HTML are
+first converted to text). Python's ``open(path).read()`` turns ``\r\n`` into ``\n``, so a text read
+that way is another text, with other offsets (and, for size-based chunkers, other cuts). Read a
+book with :func:`read_book` and the adapters give exactly annotate.py's chunks and offsets.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from litseg.chunkers.base import Chunker, build_chunker
+from litseg.segmentation.reading import read_document
 from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Chunk, Document, Sentence, Unit
 
@@ -18,7 +26,7 @@ if TYPE_CHECKING:
     from litseg.adapters.langchain import LitsegTextSplitter
     from litseg.adapters.llamaindex import LitsegNodeParser
 
-__all__ = ["LitsegNodeParser", "LitsegTextSplitter", "chunk_text", "resolve_chunker", "text_to_document"]
+__all__ = ["LitsegNodeParser", "LitsegTextSplitter", "chunk_text", "read_book", "resolve_chunker", "text_to_document"]
 
 
 def text_to_document(text: str, book_id: str = "text", *, preprocess: bool = True, max_words: int = 2000) -> Document:
@@ -38,6 +46,12 @@ def text_to_document(text: str, book_id: str = "text", *, preprocess: bool = Tru
     if sentences:
         doc.units = [Unit(book_id=book_id, unit_id="0001", index=0, start=0, end=len(text), sentences=sentences)]
     return doc
+
+
+def read_book(path: str | Path) -> str:
+    """The text of a book file exactly as annotate.py reads it (decoded, line endings kept, a BOM
+    removed, EPUB/HTML converted to text): the text annotate.py's offsets refer to."""
+    return read_document(path).text
 
 
 def resolve_chunker(chunker: Chunker | str, params: dict[str, Any] | None = None) -> Chunker:

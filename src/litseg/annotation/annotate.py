@@ -36,7 +36,8 @@ from litseg.errors import SetupError
 from litseg.llm.base import stable_json
 from litseg.annotation.sources import BookSource, _file_hash
 from litseg.annotation.store import FAILURES, LEDGER, RunStore, iter_jsonl
-from litseg.annotation.totals import RunTotals, UnitCounts
+from litseg.annotation.totals import CHUNKED, FAILED, SKIPPED, InputOutcomes, RunTotals, UnitCounts
+from litseg.segmentation.reading import EmptyInput
 from litseg.segmentation.types import Document, Unit
 from litseg.utils.task import git_commit
 
@@ -191,6 +192,7 @@ class _Annotation:
 
         self.chunker, self.store, self.out_dir = chunker, store, out_dir
         self.totals = RunTotals()
+        self.inputs = InputOutcomes()
         self.t0 = time.perf_counter()
         self.labels_to_ids = {str(row.get("source_path")): bid for bid, row in store.documents.items()}
         self.ids_in_run: set[str] = set()
@@ -213,6 +215,7 @@ class _Annotation:
                 totals.failed_units.append({"book_id": book.doc.book_id, "unit_id": item.unit.unit_id,
                                             "error": str(res.error)[:300]})
             book.failed += 1
+            self.inputs.set(book.source.label, FAILED, f"{book.failed} unit(s) failed")
             log.error("unit %s/%s failed: %s", book.doc.book_id, item.unit.unit_id, res.error)
         else:
             self.store.commit_unit(item.key, [c.to_dict() for c in res.chunks],
@@ -231,10 +234,11 @@ class _Annotation:
         for item, res in _run_items(self.chunker, items, self.batchable):
             self.handle(item, res)
 
-    def skip_finished_book(self, book_key: str | None) -> bool:
+    def skip_finished_book(self, source: BookSource, book_key: str | None) -> bool:
         """Whether an earlier run finished the book (then it is counted as skipped, unread)."""
         if not book_key or book_key not in self.store.books:
             return False
+        self.inputs.set(source.label, CHUNKED, "by an earlier run into this directory")
         self.totals.books_skipped += 1
         self.totals.units_skipped += int(self.store.books[book_key]["units"])
         return True
@@ -244,10 +248,16 @@ class _Annotation:
         """Read one book and queue its unfinished units (a book that cannot be read is counted)."""
         try:
             doc = source.load()
+        except EmptyInput:  # nothing to segment: reported, and no reason to fail the others
+            log.warning("skipping %s: the file is empty", source.label)
+            self.inputs.set(source.label, SKIPPED, "empty file")
+            return
         except Exception as exc:  # noqa: BLE001 - one bad book must not stop a corpus
             log.error("cannot read %s: %s", source.label, exc)
             self.totals.books_failed.append({"path": source.label, "error": f"{type(exc).__name__}: {exc}"})
+            self.inputs.set(source.label, FAILED, f"{type(exc).__name__}: {exc}")
             return
+        self.inputs.set(source.label, CHUNKED)
         _assign_book_id(doc, source.label, self.labels_to_ids, self.store.documents, self.ids_in_run)
         self.totals.books += 1
         _record_document(self.store, self.out_dir, doc, source)
@@ -296,8 +306,12 @@ def annotate(
 
     try:
         for source in _as_sources(inputs, prepare):
+            if source.skip_reason is not None:
+                log.warning("skipping %s: %s", source.label, source.skip_reason)
+                run.inputs.set(source.label, SKIPPED, source.skip_reason)
+                continue
             book_key = _book_key(source, book_salt)
-            if resume and run.skip_finished_book(book_key):
+            if resume and run.skip_finished_book(source, book_key):
                 continue
             run.add_book(source, book_key, units_of, fingerprint)
             if run.window and (not run.batchable or len(run.window) >= window_units):
@@ -308,7 +322,9 @@ def annotate(
         run.bar.close()
         store.close()
     run.totals.seconds = time.perf_counter() - run.t0
-    summary = _summary(chunker.name, fingerprint, commit or git_commit(), extra_summary, run.totals, out_dir)
+    inputs = {"inputs": run.inputs.to_list(), "inputs_skipped": run.inputs.count(SKIPPED)}
+    summary = _summary(chunker.name, fingerprint, commit or git_commit(), {**(extra_summary or {}), **inputs},
+                       run.totals, out_dir)
     _write_json(out_dir / SUMMARY, summary)
     return summary
 

@@ -30,7 +30,7 @@ from litseg.annotation.config import AnnotateConfig, ExportSettings, annotate_co
 from litseg.annotation.length_reference import active_reference, with_length_hint
 from litseg.annotation.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
 from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
-from litseg.annotation.view import chunk_table, render_html
+from litseg.annotation.view import chunk_table, render_html, unit_parts
 from litseg.annotation.word_cap import WordCap, resolve_word_cap
 from litseg.chunkers.base import Chunker, build_chunker_from_config
 from litseg.errors import SetupError
@@ -41,6 +41,19 @@ log = logging.getLogger(__name__)
 
 #: Where a run writes outside Hydra when neither out_dir nor +output_dir names a folder.
 DEFAULT_DIR = "outputs/annotate"
+#: annotate.py's exit code when everything it read was chunked but some inputs were skipped (an
+#: unsupported format, an empty file; listed in run_summary.json's ``inputs`` and at the end of
+#: the run). 1 (a book or unit failed) and 2 (the run could not start) take precedence.
+INPUTS_SKIPPED_EXIT = 4
+
+
+def exit_code(summary: dict[str, Any], strict: bool) -> int:
+    """annotate.py's exit code for a finished run (0 when ``strict`` is off)."""
+    if not strict:
+        return 0
+    if summary["units_failed"] or summary["books_failed"]:
+        return 1
+    return INPUTS_SKIPPED_EXIT if summary["inputs_skipped"] else 0
 
 
 def build_chunker_for_run(cfg: DictConfig | AnnotateConfig) -> tuple[Chunker, dict[str, Any] | None]:
@@ -247,11 +260,24 @@ def summary_table(summary: dict[str, Any]) -> Any:
         return "-" if v is None else str(v)
 
     rows = [
-        ("books read / skipped / failed",
+        ("books read / done earlier / failed",
          f"{here['books']} / {here['books_skipped']} / {len(here['books_failed'])}", None),
+        *([("inputs skipped (listed below)", here["inputs_skipped"], None)] if here["inputs_skipped"] else []),
         ("units done / skipped / failed", f"{here['units']} / {here['units_skipped']} / {here['units_failed']}",
          total.get("units")),
         ("chunks", here["chunks"], total.get("chunks")),
+        *(_model_rows(here, total) if here["calls"] or total["calls"] else [("model calls", "none", "none")]),
+        ("fallbacks", here["fallbacks"], total.get("fallbacks")),
+        ("seconds (wall)", here["seconds"], None),
+    ]
+    for label, a, b in rows:
+        table.add_row(label, fmt(a), fmt(b))
+    return table
+
+
+def _model_rows(here: dict[str, Any], total: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The summary rows of a run with model calls (a chunker without a model has none to show)."""
+    return [
         ("calls (retries)", f"{here['calls']:,} ({here['retries']:,})",
          f"{total['calls']:,} ({total['retries']:,})"),
         ("prompt tokens", here["prompt_tokens"], total.get("prompt_tokens")),
@@ -262,13 +288,8 @@ def summary_table(summary: dict[str, Any]) -> Any:
           for name, key in (("calls", "calls"), ("prompt", "prompt_tokens"), ("cached", "cached_tokens"),
                             ("completion", "completion_tokens"))),
         ("repairs", here["repairs"], total.get("repairs")),
-        ("fallbacks", here["fallbacks"], total.get("fallbacks")),
         ("stages unavailable", here.get("stages_unavailable"), total.get("stages_unavailable")),
-        ("seconds (wall)", here["seconds"], None),
     ]
-    for label, a, b in rows:
-        table.add_row(label, fmt(a), fmt(b))
-    return table
 
 
 def _print_end(n: int, out: Path, summary: dict[str, Any]) -> None:
@@ -278,15 +299,17 @@ def _print_end(n: int, out: Path, summary: dict[str, Any]) -> None:
     console = Console()
     if n:
         chunks = first_chunks(out, n + 1)
-        console.print(chunk_table(chunks[:n]))
+        console.print(chunk_table(chunks[:n], parts=unit_parts(iter_jsonl(out / LEDGER))))
         if len(chunks) > n:
             console.print(f"... {summary['chunks_total_in_dir'] - n} more chunks in {out / CHUNKS}")
     console.print(summary_table(summary))
     keys = ("books", "units", "units_skipped", "units_failed", "chunks", "calls", "prompt_tokens",
             "completion_tokens", "retries", "repairs", "fallbacks", "seconds")
     console.print("summary: " + json.dumps({k: summary[k] for k in keys}, default=str))
-    for fail in summary["books_failed"]:
-        console.print(f"[red]unreadable:[/red] {fail['path']}: {fail['error']}")
+    for row in summary["inputs"]:
+        if row["outcome"] != "chunked":
+            console.print(f"{row['outcome']}: {row['path']} ({row['why']})", markup=False, highlight=False,
+                          soft_wrap=True)
     if summary["units_failed"]:
         console.print(f"[red]{summary['units_failed']} unit(s) failed[/red]; errors in {out / 'failures.jsonl'} "
                       "(a rerun into this directory tries them again)")

@@ -27,6 +27,10 @@ Loading::
 
 Plain ``load_dataset("json", data_files=...)`` without ``features`` works as long as the first
 shard has a non-empty value in every list column; the explicit types make it independent of that.
+
+The card's config of every table carries a digest of the table's rows in its ``description``:
+``datasets`` keys the cache of a folder by its card and relative file patterns, not by the files'
+contents, so without it every export would share one cache entry and return the first one's rows.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
@@ -64,6 +69,7 @@ TABLES = ("chunks", "units", "sentences", "documents")
 _ANNOTATION_TYPES = {
     "str": "str", "int": "int", "float": "float", "bool": "bool", "list[int]": "list[int]",
     "list[str]": "list[str]", "list[tuple[int, int]]": "list[list[int]]",
+    "int | None": "int", "str | None": "str",
 }
 
 
@@ -201,6 +207,7 @@ class _ShardWriter:
         self._buffer: list[dict[str, Any]] = []  # rows of the current shard, kept for Parquet only
         self._lines: list[bytes] = []  # its JSONL lines
         self._parts: list[Path] = []
+        self._digest = hashlib.sha256()  # of every JSONL line in order: the table's content
 
     def add(self, rows: Iterable[dict[str, Any]]) -> None:
         for r in rows:
@@ -212,6 +219,7 @@ class _ShardWriter:
             if self.parquet:
                 self._buffer.append(row)
             self._lines.append(line)
+            self._digest.update(line)
             self.rows += 1
             if len(self._lines) >= self.shard_rows:
                 self._flush()
@@ -231,6 +239,10 @@ class _ShardWriter:
         self._parts.append(part)
         self._buffer = []
         self._lines = []
+
+    def digest(self) -> str:
+        """A short digest of the table's rows (the Parquet shards hold the same rows)."""
+        return self._digest.hexdigest()[:16]
 
     def close(self) -> list[str]:
         """Write the last shard and give every shard its final name (``train-00000-of-00004.jsonl`` style)."""
@@ -310,6 +322,7 @@ def _write_export(runs: list[Path], root: Path, *, shard_rows: int, parquet: boo
                     docs.setdefault(str(d["book_id"]), d)
         writers["documents"].add(docs[b] for b in sorted(docs))
     files = {t: {"files": w.close(), "rows": w.rows, "format": "jsonl+parquet" if parquet else "jsonl",
+                 "sha256": w.digest(),
                  **({"repaired_rows": w.repaired_rows} if w.repaired_rows else {})}
              for t, w in writers.items()}
     manifest = _manifest(runs, files, committed, len(books), dict(fallbacks))
@@ -357,8 +370,12 @@ def _dataset_card(manifest: dict[str, Any], tables: Sequence[str], parquet: bool
     import yaml
 
     suffix = "parquet" if parquet else "jsonl"
+    # datasets keys its cache of a folder's config by the card (names, relative file patterns,
+    # features), not by the files' contents: without the digest every export of this layout would
+    # share one cache entry and load_dataset would return the rows of whichever export it saw first.
     meta: dict[str, Any] = {"configs": [
-        {"config_name": t, "data_files": [{"split": "train", "path": f"{t}/*.{suffix}"}],
+        {"config_name": t, "description": _config_description(t, manifest["tables"][t]),
+         "data_files": [{"split": "train", "path": f"{t}/*.{suffix}"}],
          **({"default": True} if t == "chunks" else {})} for t in tables]}
     try:
         import datasets
@@ -377,6 +394,12 @@ def _dataset_card(manifest: dict[str, Any], tables: Sequence[str], parquet: bool
             "```python\nfrom datasets import load_dataset\n"
             "chunks = load_dataset(\"path/to/this/folder\", \"chunks\", split=\"train\")\n```\n")
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n" + body
+
+
+def _config_description(table: str, files: Mapping[str, Any]) -> str:
+    """The description of a table's config: its rows and the digest of their content, which makes
+    the config (and so the datasets cache entry) differ whenever the rows differ."""
+    return f"litseg {table}: {files['rows']} rows, content sha256 {files['sha256']}"
 
 
 def _swap_in(staging: Path, target: Path) -> None:

@@ -47,6 +47,16 @@ class BookSource:
     load: Callable[[], Document]
     content_id: Callable[[], str]
     stored_text: bool = False
+    skip_reason: str | None = None  # a file named by the input that is not read (reported as skipped)
+
+    @classmethod
+    def skipped(cls, label: str, why: str) -> BookSource:
+        """An input that is listed in the run's summary as skipped, with why, and never read."""
+
+        def never() -> Any:
+            raise RuntimeError(f"{label} is skipped ({why}); it is not read")
+
+        return cls(label, never, never, skip_reason=why)
 
 
 @dataclass(frozen=True)
@@ -75,10 +85,12 @@ def is_dataset_spec(spec: Any) -> bool:
 
 
 def file_sources(spec: str | Path | Sequence[str | Path], prepare: Prepare) -> list[BookSource]:
-    from litseg.segmentation.reading import iter_input_paths
+    """The books ``spec`` names, then the files it names that are not books (skipped, with why)."""
+    from litseg.segmentation.reading import scan_inputs
 
-    return [BookSource(str(p), (lambda p=p: prepare(p)), (lambda p=p: _file_hash(p)))
-            for p in iter_input_paths(spec)]
+    scan = scan_inputs(spec)
+    return ([BookSource(str(p), (lambda p=p: prepare(p)), (lambda p=p: _file_hash(p))) for p in scan.books]
+            + [BookSource.skipped(str(p), why) for p, why in scan.skipped])
 
 
 def _file_hash(path: Path) -> str:

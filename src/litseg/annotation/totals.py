@@ -108,3 +108,25 @@ class RunTotals:
         d["fallbacks"], d["stages_unavailable"] = dict(self.fallbacks), dict(self.stages_unavailable)
         d["per_1k_words"] = self.per_1k_words()
         return d
+
+
+#: What can become of an input of a run (the summary's ``inputs``).
+CHUNKED, SKIPPED, FAILED = "chunked", "skipped", "failed"
+
+
+@dataclass
+class InputOutcomes:
+    """What became of every input of a run, in input order: ``chunked`` (its units are in the run
+    directory, this run's or an earlier one's), ``skipped`` with why (an unsupported format, an
+    empty file: nothing to segment) or ``failed`` with why (unreadable, or units that failed)."""
+
+    rows: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def set(self, label: str, outcome: str, why: str | None = None) -> None:
+        self.rows[label] = {"path": label, "outcome": outcome, **({"why": why} if why else {})}
+
+    def count(self, outcome: str) -> int:
+        return sum(row["outcome"] == outcome for row in self.rows.values())
+
+    def to_list(self) -> list[dict[str, str]]:
+        return list(self.rows.values())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from litseg.annotation.totals import UnitCounts
@@ -22,14 +22,35 @@ nav.toc .n{color:#888;font-size:.85em}
 """
 
 
-def _unit_heading(unit: str, first: dict[str, Any]) -> str:
-    return " / ".join([*first.get("unit_path", []), first.get("unit_title") or unit])
+def _unit_heading(unit: str, first: dict[str, Any], part: str = "") -> str:
+    return " / ".join([*first.get("unit_path", []), first.get("unit_title") or unit]) + part
+
+
+def unit_parts(ledger: Iterable[Mapping[str, Any]]) -> defaultdict[tuple[str, str], str]:
+    """``" (part k of n)"`` for every unit that is a piece of a unit split by the word cap (its
+    ledger row's ``cut``), keyed by ``(book_id, unit_id)``: the pieces share their unit's title.
+    Any other unit reads as ``""``."""
+    parts: defaultdict[tuple[str, str], str] = defaultdict(str)
+    for row in ledger:
+        if row.get("cut"):
+            parts[(str(row["book_id"]), str(row["unit_id"]))] = f" (part {row['cut']['part']} of {row['cut']['parts']})"
+    return parts
+
+
+def size_label(chunk: Mapping[str, Any]) -> str:
+    """The chunk's size as the record gives it: ``N words`` (whitespace words of its text) and,
+    when the chunker counted them, ``M tokens (TOKENIZER)``."""
+    words = chunk.get("n_words") or len((chunk.get("text") or chunk["main_text"]).split())  # older rows lack it
+    if chunk.get("n_tokens") is None or not chunk.get("tokenizer"):
+        return f"{words} words"
+    return f"{words} words, {chunk['n_tokens']} tokens ({chunk['tokenizer']})"
 
 
 def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Sequence[dict[str, Any]]) -> str:
     """One page: a contents list (when there is more than one unit) whose entries link to each
     unit's heading, then per book and unit, each chunk with its subtitle, range, context and text."""
     diag = {(d.get("book_id"), d.get("unit_id")): d for d in diagnostics}
+    parts = unit_parts(diagnostics)
     by_unit: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for c in chunks:
         by_unit[(c["book_id"], c["unit_id"])].append(c)
@@ -40,10 +61,12 @@ def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Seque
         out.append("<nav class='toc' id='contents'><strong>Contents</strong><ol>")
         for i, ((book, unit), cs) in enumerate(units, start=1):
             out.append(f"<li><a href='#unit-{i}'>{html.escape(book)} &middot; "
-                       f"{html.escape(_unit_heading(unit, cs[0]))}</a> <span class='n'>({len(cs)} chunks)</span></li>")
+                       f"{html.escape(_unit_heading(unit, cs[0], parts[(book, unit)]))}</a> "
+                       f"<span class='n'>({len(cs)} chunks)</span></li>")
         out.append("</ol></nav>")
     for i, ((book, unit), cs) in enumerate(units, start=1):
-        out.append(f"<h2 id='unit-{i}'>{html.escape(book)} &middot; {html.escape(_unit_heading(unit, cs[0]))}</h2>")
+        heading = _unit_heading(unit, cs[0], parts[(book, unit)])
+        out.append(f"<h2 id='unit-{i}'>{html.escape(book)} &middot; {html.escape(heading)}</h2>")
         d = diag.get((book, unit), {})
         if d:
             counts = UnitCounts.from_row(d)  # the ledger row (absent counters: 0)
@@ -65,7 +88,7 @@ def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Seque
             out.append(
                 f"<div class='meta'>{html.escape(c['chunk_id'])} &middot; sentences "
                 f"[{c['from_idx']}, {c['to_idx']}]" + (f" &middot; context {ctx}" if ctx else "")
-                + f" &middot; {c.get('n_tokens') or 0} tokens</div>"  # rows made by hand may lack it
+                + f" &middot; {html.escape(size_label(c))}</div>"
             )
             if c.get("subtitle"):
                 out.append(f"<div class='sub'>{html.escape(c['subtitle'])}</div>")
@@ -79,18 +102,26 @@ def render_html(title: str, chunks: Sequence[dict[str, Any]], diagnostics: Seque
     return "\n".join(out) + "\n"
 
 
-def chunk_table(chunks: Sequence[dict[str, Any]], *, width: int = 60):
-    """A rich Table of the chunks (unit, range, context, words, subtitle, opening words)."""
+def chunk_table(chunks: Sequence[dict[str, Any]], *, width: int = 60,
+                parts: defaultdict[tuple[str, str], str] | None = None):
+    """A rich Table of the chunks (unit, range, context, words, tokens when counted, subtitle,
+    opening words); ``parts`` (:func:`unit_parts`) marks the pieces of a split unit."""
     from rich.table import Table
 
-    t = Table(title=f"{len(chunks)} chunks", show_lines=False)
-    for col, kw in (("unit", {}), ("range", {"justify": "right"}), ("ctx", {}), ("words", {"justify": "right"}),
-                    ("subtitle", {"max_width": 28}), ("begins", {"max_width": width})):
+    parts = parts if parts is not None else unit_parts(())
+    tokenizers = sorted({str(c["tokenizer"]) for c in chunks if c.get("tokenizer")})
+    title = f"{len(chunks)} chunks" + (f"; tokens: {', '.join(tokenizers)}" if tokenizers else "")
+    t = Table(title=title, show_lines=False)
+    columns = [("unit", {}), ("range", {"justify": "right"}), ("ctx", {}), ("words", {"justify": "right"})]
+    if tokenizers:
+        columns.append(("tokens", {"justify": "right"}))
+    for col, kw in (*columns, ("subtitle", {"max_width": 28}), ("begins", {"max_width": width})):
         t.add_column(col, **kw)
     for c in chunks:
-        words = len(c["main_text"].split())  # chunk rows hold every Chunk field
+        words = c.get("n_words") or len((c.get("text") or c["main_text"]).split())  # older rows lack it
         begins = " ".join(c["main_text"].split()[:14])
-        unit = c.get("unit_title") or c["unit_id"]
+        unit = (c.get("unit_title") or c["unit_id"])[:24] + parts[(c["book_id"], c["unit_id"])]
         ctx = ",".join(map(str, c.get("context_ids") or [])) or "-"
-        t.add_row(unit[:24], f"{c['from_idx']}-{c['to_idx']}", ctx, str(words), c.get("subtitle") or "", begins)
+        sizes = [str(words)] + ([str(c["n_tokens"]) if c.get("n_tokens") is not None else "-"] if tokenizers else [])
+        t.add_row(unit, f"{c['from_idx']}-{c['to_idx']}", ctx, *sizes, c.get("subtitle") or "", begins)
     return t

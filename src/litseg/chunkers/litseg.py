@@ -341,7 +341,7 @@ class LitSegChunker(LLMChunker):
             fallback=self.fallback, limits=self._limits,
         )
         chunks = build_chunks(doc, unit, outcome.segments, method=self.name,
-                              token_counter=self.llm.count_tokens, context_position=self.context_position)
+                              tokenizer=self.llm.chunk_tokenizer(), context_position=self.context_position)
 
         # Top level: stage 3's diagnostics (the shape LitSeg-Lite writes, so readers of either
         # method work), with the accounting summed over all stages and each stage beside it.

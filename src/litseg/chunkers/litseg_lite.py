@@ -131,7 +131,7 @@ class LitSegLiteChunker(LLMChunker):
         if self.cut_at_paragraphs and outcome.diagnostics.fallback in ("none", "repair"):
             segments, snapped = snap_to_paragraphs(segments, n, unit_paragraph_starts(doc, unit))
         chunks = build_chunks(doc, unit, segments, method=self.name,
-                              token_counter=self.llm.count_tokens, context_position=self.context_position)
+                              tokenizer=self.llm.chunk_tokenizer(), context_position=self.context_position)
         diag = outcome.diagnostics.to_dict()
         attempts = diag.get("attempts", [])
         # seconds: this unit's wall time, which in a batch includes waiting for the others;

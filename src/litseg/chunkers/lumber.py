@@ -241,7 +241,7 @@ class LumberChunker(Chunker):
                 firsts.append(start)
         sentence_firsts = [pieces[k][0] for k in firsts]
         chunks = sentence_run_chunks(doc, unit, sentence_firsts, method=self.name,
-                                     token_counter=self.llm.count_tokens)
+                                     tokenizer=self.llm.chunk_tokenizer())
         diagnostics = {
             "calls": stats["calls"],
             "prompt_tokens": stats["prompt_tokens"],

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol
 from litseg.chunkers.base import Chunker, UnitResult, register
 from litseg.chunkers.perplexity import ScorerConfig, sentence_run_chunks, usage_diagnostics
 from litseg.chunkers.spans import span_stats
-from litseg.segmentation.types import Document, Unit
+from litseg.segmentation.types import Document, NamedTokenizer, Unit
 
 _WS = re.compile(r"\s+")
 
@@ -47,7 +47,7 @@ class AnswerScorer(Protocol):
 
     def identity(self) -> dict[str, Any]: ...
 
-    def count_tokens(self, text: str) -> int: ...
+    def chunk_tokenizer(self) -> NamedTokenizer | None: ...
 
 
 class MarginSamplingChunker(Chunker):
@@ -125,7 +125,7 @@ class MarginSamplingChunker(Chunker):
                 chunk_start, chunk_words = i, words[i]
             else:
                 chunk_words += words[i]
-        chunks = sentence_run_chunks(doc, unit, firsts, method=self.name, token_counter=self.scorer.count_tokens)
+        chunks = sentence_run_chunks(doc, unit, firsts, method=self.name, tokenizer=self.scorer.chunk_tokenizer())
         diagnostics = {
             **usage_diagnostics(before, self.scorer.usage, started),
             "n_sentences": len(texts),

@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
-from litseg.segmentation.types import Chunk, Document, Unit
+from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Unit
 
 BOUNDARIES = ("after", "before")
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
@@ -45,7 +45,7 @@ class PieceLossScorer(Protocol):
 
     def identity(self) -> dict[str, Any]: ...
 
-    def count_tokens(self, text: str) -> int: ...
+    def chunk_tokenizer(self) -> NamedTokenizer | None: ...
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -53,7 +53,7 @@ class PieceLossScorer(Protocol):
 
 def sentence_run_chunks(
     doc: Document, unit: Unit, firsts: Sequence[int], *, method: str,
-    token_counter: Callable[[str], int] | None = None, metadata: Sequence[dict[str, Any]] | None = None,
+    tokenizer: NamedTokenizer | None = None, metadata: Sequence[dict[str, Any]] | None = None,
 ) -> list[Chunk]:
     """Chunks that are runs of whole sentences; ``firsts`` are the 0-based sentence positions that
     open a new chunk (position 0 is implied). Chunk *k* spans from its first sentence's start to
@@ -70,7 +70,7 @@ def sentence_run_chunks(
     if any(s is None for s in spans):
         raise ValueError(f"{method}: unit {unit.unit_id!r} has an empty sentence run")
     return chunks_from_spans(doc, unit, [s for s in spans if s is not None], method=method,
-                             token_counter=token_counter, metadata=metadata)
+                             tokenizer=tokenizer, metadata=metadata)
 
 
 def sentence_pieces(doc: Document, unit: Unit) -> tuple[list[str], list[str]]:
@@ -146,7 +146,7 @@ class PerplexityChunker(Chunker):
                                               window_tokens=self.window_tokens)
         minima = local_minima(losses, self.threshold)
         firsts = [m + 1 for m in minima] if self.boundary == "after" else minima
-        chunks = sentence_run_chunks(doc, unit, firsts, method=self.name, token_counter=self.scorer.count_tokens)
+        chunks = sentence_run_chunks(doc, unit, firsts, method=self.name, tokenizer=self.scorer.chunk_tokenizer())
         diagnostics = {
             **usage_diagnostics(before, self.scorer.usage, started),
             "n_sentences": n,

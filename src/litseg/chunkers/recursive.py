@@ -9,6 +9,14 @@ follow the paper's description - paragraph breaks, newlines, sentence punctuatio
 punctuation, whitespace, then single characters - as regular expressions, so that ``\\r\\n`` files
 and closing quotes after a full stop split the same way as plain text.
 
+Hard-wrapped text (most Project Gutenberg files break lines near 70 characters inside
+paragraphs): the splitter tries the newline separator before sentence ends, as LangChain's does,
+so within a paragraph it cuts at line breaks, mostly in the middle of sentences. That is the
+baseline as published and stays the default. ``unwrap_lines=True`` is a sentence-respecting
+variant: the splitter reads a copy of the unit in which each single line break between two
+non-blank lines is replaced by as many spaces (the same length, so every offset still holds), so
+within a paragraph it cuts at sentence ends first; paragraph breaks are kept.
+
 Offsets: LangChain's ``add_start_index`` re-finds each chunk with ``str.find`` from a guessed
 position, which can land on an earlier repeat of the same text when chunks overlap. Instead we run
 the splitter with whitespace stripping off and separators kept, so that its chunks are exact,
@@ -19,6 +27,7 @@ character for character.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +47,16 @@ DEFAULT_SEPARATORS: list[str] = [
 ]
 
 
+# A single line break between two non-blank lines, with the blanks around it (``\r\n`` included).
+_WRAPPED_BREAK = re.compile(r"(?<=\S)[^\S\n]*\n[^\S\n]*(?=\S)")
+
+
+def unwrap_lines(text: str) -> str:
+    """``text`` with every single line break inside a paragraph (and the blanks around it) turned
+    into spaces, one for one: the same length, so offsets into it are offsets into ``text``."""
+    return _WRAPPED_BREAK.sub(lambda m: " " * len(m.group()), text)
+
+
 class RecursiveChunker(Chunker):
     name = "recursive"
 
@@ -48,6 +67,7 @@ class RecursiveChunker(Chunker):
         separators: list[str] | None = None,
         is_separator_regex: bool | None = None,
         keep_separator: bool | str = "end",
+        unwrap_lines: bool = False,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"recursive splitter: chunk_size must be >= 1, got {chunk_size}")
@@ -63,6 +83,7 @@ class RecursiveChunker(Chunker):
         self.separators = list(separators) if separators is not None else list(DEFAULT_SEPARATORS)
         self.is_separator_regex = separators is None if is_separator_regex is None else is_separator_regex
         self.keep_separator = keep_separator
+        self.unwrap_lines = unwrap_lines
         self._splitter = RecursiveCharacterTextSplitter(
             separators=self.separators,
             is_separator_regex=self.is_separator_regex,
@@ -120,7 +141,7 @@ class RecursiveChunker(Chunker):
     def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
         text = doc.text[unit.start : unit.end]
         spans = []
-        for s, e in self.split_offsets(text):
+        for s, e in self.split_offsets(unwrap_lines(text) if self.unwrap_lines else text):
             span = trim_span(doc.text, unit.start + s, unit.start + e)
             if span is not None:
                 spans.append(span)
@@ -128,9 +149,12 @@ class RecursiveChunker(Chunker):
         return UnitResult(unit.book_id, unit.unit_id, chunks, span_stats(spans))
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"name": self.name, "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
-                "separators": self.separators, "is_separator_regex": self.is_separator_regex,
-                "keep_separator": self.keep_separator}
+        fingerprint = {"name": self.name, "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
+                       "separators": self.separators, "is_separator_regex": self.is_separator_regex,
+                       "keep_separator": self.keep_separator}
+        if self.unwrap_lines:  # only when on: the default's fingerprint (and its runs' keys) stay as they were
+            fingerprint["unwrap_lines"] = True
+        return fingerprint
 
 
 @dataclass(kw_only=True)
@@ -142,6 +166,7 @@ class RecursiveConfig(MethodConfig):
     separators: list[str] | None = None  # null: DEFAULT_SEPARATORS
     is_separator_regex: bool | None = None
     keep_separator: bool | str = "end"
+    unwrap_lines: bool = False  # the sentence-respecting variant for hard-wrapped text
     merge: MergeOptions | None = field(default_factory=MergeOptions)
 
 

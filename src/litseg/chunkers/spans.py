@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from litseg.segmentation.types import Chunk, Document, Unit
+from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Unit
 
 _WORD = re.compile(r"\S+")
 
@@ -54,7 +54,7 @@ def chunks_from_spans(
     spans: Sequence[tuple[int, int]],
     *,
     method: str,
-    token_counter: Callable[[str], int] | None = None,
+    tokenizer: NamedTokenizer | None = None,
     metadata: Sequence[dict[str, Any]] | None = None,
 ) -> list[Chunk]:
     """One chunk per document span, numbered in order; ``metadata[i]`` is merged into chunk i."""
@@ -71,7 +71,7 @@ def chunks_from_spans(
             from_idx=from_idx,
             to_idx=to_idx,
             main_span=(s, e),
-            token_counter=token_counter,
+            tokenizer=tokenizer,
         )
         if metadata is not None:
             chunk.metadata.update(metadata[no - 1])

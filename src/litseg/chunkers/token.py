@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
-from litseg.segmentation.types import Document, Unit
+from litseg.segmentation.types import Document, NamedTokenizer, Unit
 
 
 class OffsetTokenizer(Protocol):
@@ -188,6 +188,7 @@ class TokenChunker(Chunker):
         self.overlap = overlap
         self.tokenizer_spec = tokenizer
         self.tokenizer = load_tokenizer(tokenizer)
+        self._named = NamedTokenizer(self.tokenizer.name, lambda text: len(self.tokenizer.offsets(text)))
 
     def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
         text = doc.text[unit.start : unit.end]
@@ -195,7 +196,7 @@ class TokenChunker(Chunker):
         windows = window_spans(doc.text, offsets, self.chunk_size, self.overlap, unit.start, unit.end)
         spans = [(s, e) for s, e, _ in windows]
         chunks = chunks_from_spans(
-            doc, unit, spans, method=self.name,
+            doc, unit, spans, method=self.name, tokenizer=self._named,
             metadata=[{"window_tokens": n} for _, _, n in windows],
         )
         diagnostics = {"n_tokens": len(offsets), "tokenizer": self.tokenizer.name, **span_stats(spans)}

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from litseg.errors import UNAVAILABLE, SetupError  # noqa: F401 - UNAVAILABLE re-exported for backends
+from litseg.segmentation.types import NamedTokenizer
 
 
 @dataclass(slots=True)
@@ -78,6 +80,13 @@ class ModelUnavailable(ChatModelError, SetupError):
     scripts) instead of failing every unit with it."""
 
 
+def tokenizer_label(model: str) -> str:
+    """How chunk records name a model's tokenizer: a hub name as given, a local path by its last
+    part (the record says which tokenizer, not where this machine keeps it)."""
+    path = Path(model).expanduser()
+    return path.name if path.is_absolute() or path.exists() else model
+
+
 class ChatModel(ABC):
     """A chat-completion model. Subclasses implement :meth:`chat`; batching is optional."""
 
@@ -103,6 +112,11 @@ class ChatModel(ABC):
     def count_tokens(self, text: str) -> int:
         """Token count of ``text``; backends with a tokenizer override this."""
         return max(1, len(text) // 4) if text else 0
+
+    def chunk_tokenizer(self) -> NamedTokenizer | None:
+        """The tokenizer a chunk's ``n_tokens`` is counted with, named; None when
+        :meth:`count_tokens` is only an estimate (then chunks carry their word count alone)."""
+        return None
 
     def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         """Tokens the prompt of ``messages`` costs, chat template included where the backend knows it."""

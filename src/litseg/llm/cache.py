@@ -36,6 +36,7 @@ from typing import Any
 
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, stable_json
 from litseg.llm.config import CacheConfig, ReplayLLMConfig
+from litseg.segmentation.types import NamedTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,9 @@ class CachedChatModel(ChatModel):
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
+
+    def chunk_tokenizer(self) -> NamedTokenizer | None:
+        return self.inner.chunk_tokenizer()
 
     def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         return self.inner.count_prompt_tokens(messages)

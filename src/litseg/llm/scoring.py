@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from litseg.llm.base import ChatModelError
+from litseg.segmentation.types import NamedTokenizer
 
 
 @dataclass(slots=True)
@@ -84,6 +85,9 @@ class CausalLMScorer:
 
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
+
+    def chunk_tokenizer(self) -> NamedTokenizer:
+        return NamedTokenizer(self.chat_model.chunk_tokenizer().name, self.count_tokens)
 
     def start_ids(self) -> list[int]:
         """What precedes a text scored without any prefix, so that its first token gets a loss:

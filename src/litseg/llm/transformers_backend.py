@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, ModelUnavailable, stable_json
+from litseg.llm.base import (ChatModel, ChatModelError, ChatRequest, Completion, ModelUnavailable, stable_json,
+                             tokenizer_label)
+from litseg.segmentation.types import NamedTokenizer
 from litseg.llm.config import CONSTRAINED_ENGINES, TransformersBackendConfig, TransformersLLMConfig  # noqa: F401
 # Re-exported: the GGUF helpers lived here (training.builders, word_cap and tests import them from here).
 from litseg.llm.gguf import (  # noqa: F401
@@ -291,6 +293,10 @@ class TransformersChatModel(ChatModel):
         if not text:
             return 0
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def chunk_tokenizer(self) -> NamedTokenizer:
+        cfg = self.config
+        return NamedTokenizer(tokenizer_label(cfg.tokenizer or cfg.model_id or cfg.model), self.count_tokens)
 
     def _prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,

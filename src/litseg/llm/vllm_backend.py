@@ -33,7 +33,8 @@ from pathlib import Path
 from dataclasses import asdict, fields
 from typing import Any
 
-from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable
+from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable, tokenizer_label
+from litseg.segmentation.types import NamedTokenizer
 from litseg.llm.config import VLLMBackendConfig, VLLMLLMConfig
 
 log = logging.getLogger(__name__)
@@ -347,6 +348,12 @@ class VLLMChatModel(ChatModel):
         if self._llm is not None and text:
             return len(self._llm.get_tokenizer().encode(text, add_special_tokens=False))
         return super().count_tokens(text)
+
+    def chunk_tokenizer(self) -> NamedTokenizer | None:
+        if self._llm is None:  # count_tokens would only estimate
+            return None
+        cfg = self.config
+        return NamedTokenizer(tokenizer_label(cfg.tokenizer or cfg.model_id or cfg.model), self.count_tokens)
 
     def count_prompt_tokens(self, messages: list[dict[str, str]]) -> int:
         if self._llm is not None:

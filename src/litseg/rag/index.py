@@ -186,7 +186,7 @@ def build_dense_encoder(cfg: "EmbedderConfig | Mapping[str, Any]") -> DenseEncod
     sentence-transformers directory, or ``hashing`` / ``hashing-<dim>``), ``query_prefix``,
     ``passage_prefix``, ``batch_size``, ``device`` (a mapping takes the YAML's defaults)."""
     from litseg.rag.config import EmbedderConfig
-    from litseg.utils.config import from_dict
+    from litseg.utils.config import ConfigError, from_dict
 
     if not isinstance(cfg, EmbedderConfig):
         cfg = from_dict(EmbedderConfig, cfg, "retrieval.embedder")
@@ -197,8 +197,12 @@ def build_dense_encoder(cfg: "EmbedderConfig | Mapping[str, Any]") -> DenseEncod
     else:
         from litseg.embeddings import load_embedder
 
-        model = load_embedder(None if cfg.model == "default" else cfg.model, device=cfg.device,
-                              batch_size=cfg.batch_size)
+        try:
+            model = load_embedder(None if cfg.model == "default" else cfg.model, device=cfg.device,
+                                  batch_size=cfg.batch_size)
+        except FileNotFoundError as exc:  # a misspelt name reads as a missing folder: name the choices
+            raise ConfigError(f"retrieval.embedder.model={cfg.model!r}: {exc}; or 'hashing' (hashing-<dim>), "
+                              "the model-free stand-in") from exc
     return DenseEncoder(model, query_prefix=cfg.query_prefix, passage_prefix=cfg.passage_prefix,
                         batch_size=cfg.batch_size)
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from litseg.training.config import LoggerConfig
 
 from litseg.rag.rows import count_of
+from litseg.rag.stats import few_books_warning
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +251,9 @@ def results_markdown(result: "EvaluationResult", plots: Mapping[str, Path] | Non
                   "character budget, whole chunks first and only the last one cut at the budget; the column gives",
                   "the mean number of chunks read, the share of questions whose last chunk was cut, and the share",
                   "of the read chunks' text that the cut left out.", ""]
+    few = few_books_warning(int(result.meta.get("books_prepared") or 0))
+    if few:
+        lines += [f"**Warning: {few}.**", ""]
     if result.pairwise:
         lines += ["## Pairwise differences (same questions)", "", pairwise_markdown(result.pairwise), ""]
     lines += ["## Time per step", "", timing_markdown(result), ""]
@@ -264,6 +268,20 @@ def results_markdown(result: "EvaluationResult", plots: Mapping[str, Path] | Non
 
 
 # --------------------------------------------------------------------------------------- plots
+#: Plotted measures where a lower bar is the better one, and those that are a yardstick, not a score.
+LOWER_IS_BETTER = frozenset({"boundary_similarity"})
+REFERENCE_MEASURES = frozenset({"random_hit@1"})
+
+
+def metric_label(name: str) -> str:
+    """A measure's name on the plot: lower-is-better ones marked ``↓ lower is better``, the
+    yardsticks ``(reference)``; the rest are higher-is-better (the axis says so)."""
+    label = name.replace("_", " ")
+    if name in LOWER_IS_BETTER:
+        return f"{label} ↓ lower is better"
+    return f"{label} (reference)" if name in REFERENCE_MEASURES else label
+
+
 def plot_metrics(result: "EvaluationResult", path: Path) -> Path | None:
     """Grouped bars: one group per metric, one bar per chunker, with the bootstrap interval."""
     import matplotlib
@@ -303,10 +321,11 @@ def plot_metrics(result: "EvaluationResult", path: Path) -> Path | None:
         err = np.vstack([np.where(np.isnan(lo), 0, est - lo), np.where(np.isnan(hi), 0, hi - est)])
         ax.bar(x + (i - (len(labels) - 1) / 2) * width, np.nan_to_num(est), width, yerr=err, capsize=2, label=lab)
     ax.set_xticks(x)
-    ax.set_xticklabels([n.replace("_", " ") for n in names], rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels([metric_label(n) for n in names], rotation=30, ha="right", fontsize=8)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("score (95% book-level bootstrap interval)")
-    ax.set_title(f"{result.suite}: metrics per chunker")
+    ax.set_ylabel("score, higher is better unless marked ↓\n(95% book-level bootstrap interval)", fontsize=8)
+    few = few_books_warning(int(result.meta.get("books_prepared") or 0))
+    ax.set_title(f"{result.suite}: metrics per chunker" + (" (few books: intervals too narrow)" if few else ""))
     ax.legend(fontsize=8, ncol=min(4, len(labels)))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

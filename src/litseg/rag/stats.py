@@ -15,6 +15,23 @@ from typing import Any
 
 import numpy as np
 
+#: Below this many books, intervals and p-values come with a warning (:func:`few_books_warning`).
+#: n books give few distinct bootstrap resamples (3 distinct means from 2 books), so the
+#: percentile interval comes out far too narrow, and a permutation test that flips whole books
+#: cannot go below p = 2 / 2**n (0.5 with 2 books, 0.0625 with 5, 0.002 with 10).
+MIN_BOOKS_FOR_INFERENCE = 10
+
+
+def few_books_warning(n_books: int) -> str | None:
+    """A warning for intervals and p-values computed over fewer than
+    :data:`MIN_BOOKS_FOR_INFERENCE` books, else None."""
+    if n_books >= MIN_BOOKS_FOR_INFERENCE:
+        return None
+    floor = 2 / 2 ** n_books if n_books else 1.0
+    return (f"only {n_books} book(s) (fewer than {MIN_BOOKS_FOR_INFERENCE}): the 95% intervals resample too few books "
+            f"to mean much (they come out too narrow) and no permutation p-value can go below {min(floor, 1.0):.3g}; "
+            "read them as descriptive, not as evidence of a difference")
+
 
 @dataclass(frozen=True, slots=True)
 class Interval:

@@ -45,6 +45,49 @@ class ReadError(ValueError):
     """A file that cannot be turned into a document (empty, binary, unreadable, broken EPUB)."""
 
 
+class EmptyInput(ReadError):
+    """A file with nothing but whitespace in it: nothing to segment, nothing lost."""
+
+
+# Formats that are not books annotate reads, known by their first bytes: such a file is skipped
+# as unsupported whatever its name says (a PDF saved as .txt is still a PDF, and a PDF's syntax is
+# often plain ASCII that would otherwise be chunked as text).
+_MAGIC = (
+    (b"%PDF-", "PDF"), (b"{\\rtf", "RTF"), (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "MS Office (.doc)"),
+    (b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"), (b"GIF8", "GIF image"), (b"\x1f\x8b", "gzip"),
+    (b"7z\xbc\xaf", "7-Zip"), (b"Rar!", "RAR"), (b"AT&TFORM", "DjVu"),
+)
+
+
+def unsupported_format(path: Path) -> str | None:
+    """Why ``path`` is not a book annotate reads (its format, by its first bytes or its name), or
+    None. A name without a suffix is read as text unless its bytes say otherwise."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(68)
+    except OSError:
+        return None  # reading it reports the error
+    for magic, name in _MAGIC:
+        if head.startswith(magic):
+            return f"unsupported format ({name})"
+    if head[60:68] == b"BOOKMOBI":
+        return "unsupported format (MOBI/AZW)"
+    suffix = path.suffix.lower()
+    if head.startswith(b"PK\x03\x04") and suffix not in EPUB_SUFFIXES:
+        return "unsupported format (a ZIP archive such as .docx or .odt)"
+    if suffix and suffix not in BOOK_SUFFIXES:
+        return f"unsupported format ({suffix}; books are {', '.join(BOOK_SUFFIXES)})"
+    return None
+
+
+@dataclass(frozen=True)
+class InputScan:
+    """What an input spec names: the book files to read and the files left out, each with why."""
+
+    books: list[Path]
+    skipped: list[tuple[Path, str]]
+
+
 @dataclass(frozen=True, slots=True)
 class ReadFailure:
     """One book of a batch that failed; the batch goes on without it."""
@@ -68,12 +111,16 @@ def slugify(name: str) -> str:
 
 
 def iter_input_paths(spec: str | Path | Sequence[str | Path]) -> list[Path]:
-    """Book files named by ``spec``: a file, a directory (searched recursively for .txt, .md,
-    .epub, .html and .htm files), a glob pattern, or a sequence of those.
+    """Book files named by ``spec`` (:func:`scan_inputs`); raises :class:`FileNotFoundError`
+    naming the spec, or the files and why they cannot be read, when there is none."""
+    return scan_inputs(spec).books
 
-    Returns sorted, de-duplicated paths; raises :class:`FileNotFoundError` naming the spec when
-    nothing matches.
-    """
+
+def scan_inputs(spec: str | Path | Sequence[str | Path]) -> InputScan:
+    """Every file named by ``spec`` (a file, a directory searched recursively, a glob pattern, or
+    a sequence of those), sorted and de-duplicated: the books (.txt, .md, .epub, .html, .htm)
+    and the files skipped with why (an unsupported format, by content or name; hidden files in
+    directories are not inputs). Raises :class:`FileNotFoundError` when there is no book."""
     specs: Iterable[str | Path] = [spec] if isinstance(spec, (str, Path)) else spec
     found: dict[Path, Path] = {}
     tried: list[str] = []
@@ -81,27 +128,35 @@ def iter_input_paths(spec: str | Path | Sequence[str | Path]) -> list[Path]:
         tried.append(str(item))
         for path in _expand(item):
             found.setdefault(path.resolve(), path)
-    if not found:
-        suffixes = ", ".join(BOOK_SUFFIXES)
-        raise FileNotFoundError(f"no book files match {', '.join(map(repr, tried)) or '[]'} "
-                                f"(looked for existing files, directories or globs of {suffixes})")
-    return sorted(found.values(), key=lambda p: str(p))
+    books: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for path in sorted(found.values(), key=lambda p: str(p)):
+        why = unsupported_format(path)
+        if why is None:
+            books.append(path)
+        else:
+            skipped.append((path, why))
+    if books:
+        return InputScan(books, skipped)
+    if skipped:
+        listed = "; ".join(f"{p}: {why}" for p, why in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
+        raise FileNotFoundError(f"no book to read in {', '.join(map(repr, tried))}: {listed}")
+    raise FileNotFoundError(f"no book files match {', '.join(map(repr, tried)) or '[]'} (looked for existing "
+                            f"files, directories or globs of {', '.join(BOOK_SUFFIXES)})")
 
 
 def _expand(item: str | Path) -> list[Path]:
+    """The files ``item`` names (in directories, every file that is not hidden)."""
     path = Path(item).expanduser()
     if path.is_file():
         return [path]
     if path.is_dir():
-        return [p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in BOOK_SUFFIXES]
-    matches = glob.glob(str(path), recursive=True)
+        return [p for p in path.rglob("*") if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)]
     out: list[Path] = []
-    for m in matches:
+    for m in glob.glob(str(path), recursive=True):
         p = Path(m)
-        if p.is_file() and p.suffix.lower() in BOOK_SUFFIXES:
-            out.append(p)
-        elif p.is_dir():
-            out.extend(_expand(p))
+        out.extend([p] if p.is_file() else _expand(p) if p.is_dir() else [])
     return out
 
 
@@ -117,7 +172,7 @@ def read_document(path: str | Path, *, book_id: str | None = None) -> Document:
     except OSError as exc:
         raise ReadError(f"{path}: cannot read file ({exc.strerror or exc})") from exc
     if not data.strip():
-        raise ReadError(f"{path}: file is empty")
+        raise EmptyInput(f"{path}: file is empty")
     suffix = path.suffix.lower()
     warns: list[str] = []
     title = author = ""

@@ -22,14 +22,13 @@ endings included, so a chunk can be found again in its source.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from litseg.segmentation.schema import Segment
-from litseg.segmentation.types import Chunk, Document, Sentence, Unit
+from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Sentence, Unit
 
 ContextPosition = Literal["auto", "before", "after"]
-TokenCounter = Callable[[str], int]
 
 BLOCK_SEPARATOR = "\n\n"
 
@@ -48,16 +47,12 @@ def chunk_id(book_id: str, unit_id: str, chunk_no: int) -> str:
     return f"{book_id}:{unit_id}:{chunk_no:03d}"
 
 
-def approx_tokens(text: str) -> int:
-    """Whitespace word count: the token estimate used when no tokenizer is given."""
-    return len(text.split())
-
-
 def build_chunks(
     doc: Document, unit: Unit, segments: Sequence[Segment], *, method: str,
-    token_counter: TokenCounter | None = None, context_position: ContextPosition = "auto",
+    tokenizer: NamedTokenizer | None = None, context_position: ContextPosition = "auto",
 ) -> list[Chunk]:
-    """One chunk per segment, numbered 1.. in the given order.
+    """One chunk per segment, numbered 1.. in the given order; ``tokenizer`` (when the chunker has
+    one) sizes each chunk in tokens beside its word count.
 
     Every range must lie inside ``1..unit.n_sentences`` with ``from_idx <= to_idx`` and every
     context index inside ``1..n`` (run :func:`~litseg.segmentation.repair.repair_segments` first
@@ -65,7 +60,7 @@ def build_chunks(
     """
     return [
         build_chunk(doc, unit, method=method, chunk_no=k, from_idx=s.from_idx, to_idx=s.to_idx,
-                    context_ids=s.context_idx, subtitle=s.subtitle, token_counter=token_counter,
+                    context_ids=s.context_idx, subtitle=s.subtitle, tokenizer=tokenizer,
                     context_position=context_position)
         for k, s in enumerate(segments, start=1)
     ]
@@ -74,7 +69,7 @@ def build_chunks(
 def build_chunk(
     doc: Document, unit: Unit, *, method: str, chunk_no: int, from_idx: int, to_idx: int,
     context_ids: Iterable[int] = (), subtitle: str = "", main_span: tuple[int, int] | None = None,
-    token_counter: TokenCounter | None = None, context_position: ContextPosition = "auto",
+    tokenizer: NamedTokenizer | None = None, context_position: ContextPosition = "auto",
 ) -> Chunk:
     """A single chunk of ``unit``.
 
@@ -140,7 +135,9 @@ def build_chunk(
         context_before=context_before,
         context_after=context_after,
         text=text,
-        n_tokens=(token_counter or approx_tokens)(text),
+        n_words=len(text.split()),
+        n_tokens=tokenizer.count(text) if tokenizer is not None else None,
+        tokenizer=tokenizer.name if tokenizer is not None else None,
         unit_title=unit.title,
         unit_path=list(unit.path),
         unit_kind=unit.kind,

@@ -8,8 +8,17 @@ from it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTokenizer:
+    """A tokenizer that sizes chunks: its name (kept in :attr:`Chunk.tokenizer`) and its counter."""
+
+    name: str
+    count: Callable[[str], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +127,10 @@ class Chunk:
     span per context sentence. ``text`` is the reconstructed, context-enriched chunk: subtitle,
     then context before the main range, main text, context after it. Sentence-free baselines
     (token windows) set ``from_idx``/``to_idx``/``main_ids`` to the sentences they overlap.
+
+    Sizes, both of ``text``: ``n_words`` counts whitespace-separated words, for every chunker;
+    ``n_tokens`` counts the tokens of the tokenizer named in ``tokenizer`` (the chunker's model,
+    or the token splitter's tokenizer) and is None for chunkers without one.
     """
 
     book_id: str
@@ -135,11 +148,17 @@ class Chunk:
     context_before: str = ""
     context_after: str = ""
     text: str = ""
-    n_tokens: int = 0
+    n_words: int = 0  # counted from ``text`` when left at 0
+    n_tokens: int | None = None
+    tokenizer: str | None = None
     unit_title: str = ""
     unit_path: list[str] = field(default_factory=list)
     unit_kind: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.n_words:
+            self.n_words = len(self.text.split())
 
     @property
     def start(self) -> int:
@@ -162,6 +181,8 @@ class Chunk:
     def from_dict(cls, d: dict[str, Any]) -> "Chunk":
         names = set(cls.__dataclass_fields__)
         kw = {k: v for k, v in d.items() if k in names}
+        if "tokenizer" not in d:  # a record from before n_words: its n_tokens counted words or tokens
+            kw.pop("n_tokens", None)
         kw["main_spans"] = [tuple(s) for s in kw.get("main_spans", [])]
         kw["context_spans"] = [tuple(s) for s in kw.get("context_spans", [])]
         return cls(**kw)

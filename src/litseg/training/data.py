@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.chunkers.llm_common import number_sentences, render_single_pass_messages
+from litseg.utils.config import ConfigError
 from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
@@ -392,8 +393,8 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
     report = DataReport(schema=str(prompt["schema"]), prompt_version=str(prompt["version"]))
     run_dirs = expand_runs(runs if runs is not None else data_cfg.runs)
     if not run_dirs:
-        raise ValueError("no annotate run directories given: set data.runs=[outputs/annotate/...] "
-                         "(or data.synthetic=true for a smoke run)")
+        raise ConfigError("no annotate run directories given: set data.runs=[outputs/annotate/...] "
+                          "(or data.synthetic=true for a smoke run)")
     check_teacher_runs(run_dirs)
     report.runs = [str(r) for r in run_dirs]
     units: list[TeacherUnit] = []

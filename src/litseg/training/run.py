@@ -229,6 +229,22 @@ def check_grpo_examples(settings: Any, n_train: int) -> None:
             "lower stage.grpo.per_device_train_batch_size / gradient_accumulation_steps / generation_batch_size")
 
 
+#: The reward conf/debug/smoke.yaml adds so that a tiny random model's GRPO step moves the weights.
+PROBE_REWARD = "probe"
+
+
+def _probe_note(summary: dict[str, Any]) -> str:
+    """What of an eval reward metric the smoke probe reward makes (it scores variety of characters,
+    not segmentation), so a smoke run's last line does not read like a real score; "" otherwise."""
+    probe = (summary.get("rewards") or {}).get(PROBE_REWARD)
+    name = str(summary.get("metric_name"))
+    part = (summary.get("eval") or {}).get(f"{name.rsplit('/', 1)[0]}/{PROBE_REWARD}")
+    if probe is None or not name.endswith("/reward") or part is None:
+        return ""
+    return (f" (of which {probe['weight'] * part:.4f} is the smoke probe reward: answers of a random model "
+            "rewarded for varied characters, not a segmentation score)")
+
+
 def _tensors(stage: dict[str, Any]) -> tuple[int | None, int | None]:
     """(trainable, changed) tensors of a stage record (:mod:`litseg.training.stages`); None where
     the record lacks them (a reused stage's marker from an older run)."""
@@ -275,5 +291,6 @@ def end_line(summary: dict[str, Any]) -> str:
         verdict = "trained" if summary.get("stages") else "no training stage (evaluation only)"
     metric = summary.get("metric")
     shown = f"{metric:.4f}" if isinstance(metric, float) else str(metric)
+    shown += _probe_note(summary)
     return (f"train: {verdict} | {summary.get('metric_name')}={shown} | adapter {summary.get('adapter') or 'none'}"
             f" | tensors changed: {', '.join(changed) or 'none (no stage ran)'} | run {summary.get('run_dir')}")

@@ -14,6 +14,7 @@ Pure Python (omegaconf is imported lazily for DictConfig inputs): no torch, no H
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -138,8 +139,10 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     unknown = sorted(set(data) - names)
     if unknown:
         prefix = f"{where}." if where else ""
-        raise ConfigError(f"unknown setting(s) {', '.join(prefix + str(k) for k in unknown)}; "
-                          f"known under {where or 'the root'}: {', '.join(sorted(names))}")
+        close = {k: difflib.get_close_matches(str(k), names, n=1, cutoff=0.6) for k in unknown}
+        hints = "".join(f"; did you mean {prefix}{m[0]}?" for m in close.values() if m)
+        raise ConfigError(f"unknown setting(s) {', '.join(prefix + str(k) for k in unknown)}{hints} "
+                          f"(known under {where or 'the root'}: {', '.join(sorted(names))})")
     kwargs = {name: _check_value(value, hints[name], f"{where}.{name}" if where else name)
               for name, value in data.items()}
     try:

@@ -19,6 +19,7 @@ from litseg.rag.evaluation.components import Components, build_components, compo
 from litseg.rag.evaluation.results import ChunkerResult, EvalSettings, EvaluationResult
 from litseg.rag.evaluation.scoring import evaluate_chunkset, questions_with_text
 from litseg.rag.evaluation.sources import build_chunkset, prepare_books, resolve_chunkers
+from litseg.rag.stats import few_books_warning
 from litseg.segmentation.types import Document
 from litseg.utils.config import from_dict
 
@@ -189,6 +190,9 @@ def run_from_hydra(cfg: Any, out_dir: Path | None = None) -> float:
     result = run_evaluation(cfg, task.run_dir)
     head, rows = main_table(result)
     print(markdown_table(head, rows))
+    few = few_books_warning(int(result.meta["books_prepared"]))
+    if few:
+        print(f"warning: {few}")
     print(f"wall time {result.wall_seconds:.0f} s; report: {task.run_dir / 'results.md'}")
     objective = evaluate_config(cfg).objective
     value = result.metric(objective.metric, objective.chunker) if objective.metric else math.nan

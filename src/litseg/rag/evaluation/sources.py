@@ -15,7 +15,7 @@ from litseg.rag.rows import count_of
 from litseg.rag.config import DEFAULT_CONF_DIR, method_config
 from litseg.rag.benchmarks.records import Benchmark
 from litseg.segmentation.types import Chunk, Document
-from litseg.utils.config import to_plain
+from litseg.utils.config import ConfigError, to_plain
 
 
 SECTIONS_METHOD = "benchmark_sections"
@@ -84,13 +84,13 @@ def resolve_chunkers(chunkers: Any, chunk_files: Sequence[Any] = (), conf_dir: P
         elif value.get("name"):
             specs.append(ChunkerSpec(label=str(own_label or label or value["name"]), kind="method", method=value))
         else:
-            raise ValueError(f"chunker {label!r} needs `name` (a chunker) or `chunks` (a file or run folder)")
+            raise ConfigError(f"chunker {label!r} needs `name` (a chunker) or `chunks` (a file or run folder)")
     labels = [s.label for s in specs]
     dup = [k for k, v in Counter(labels).items() if v > 1]
     if dup:
-        raise ValueError(f"two chunkers share the label(s) {dup}; give each a `label`")
+        raise ConfigError(f"two chunkers share the label(s) {dup}; give each a `label`")
     if not specs:
-        raise ValueError("no chunkers to evaluate: set chunkers=[token,recursive,...] or chunk_files=[...]")
+        raise ConfigError("no chunkers to evaluate: set chunkers=[token,recursive,...] or chunk_files=[...]")
     return specs
 
 
