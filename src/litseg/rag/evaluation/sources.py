@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from litseg.rag.rows import count_of
+from litseg.rag.rows import count_of, text_of
 from litseg.rag.config import DEFAULT_CONF_DIR, method_config
 from litseg.rag.benchmarks.records import Benchmark
 from litseg.segmentation.types import Chunk, Document
@@ -155,7 +155,7 @@ def prepare_books(bench: Benchmark, *, max_words: int = 2000, max_sentence_words
         if not book.has_text:
             continue
         doc = Document(book_id=book.book_id, text=book.load_text(), title=book.title,
-                       source_path=str(book.path or ""))
+                       author=text_of(book.meta, "author"), source_path=str(book.path or ""))
         prepare_document(doc, max_words=max_words, max_sentence_words=max_sentence_words)
         docs[book.book_id] = doc
     return docs
