@@ -61,6 +61,17 @@ def _numbered_works(pairs: list[tuple[int, int]], entries: list[Entry], cands: l
     return sorted(out.items())
 
 
+def _listed_as_numbered(entries: list[Entry]) -> None:
+    """An entry the contents numbers in the run of its neighbours (``I. Introduction``, ``II.
+    The Quay``) is a chapter whatever its word: it names no front or back matter."""
+    numbered = [e for e in entries if e.number is not None and not e.label]
+    for k, e in enumerate(numbered):
+        prev = numbered[k - 1].number if k else None
+        nxt = numbered[k + 1].number if k + 1 < len(numbered) else None
+        if e.reason not in (None, "contents") and (prev == e.number - 1 or nxt == e.number + 1):
+            e.reason = None
+
+
 def _author_names(author: str) -> set[str]:
     """Normalised names in a header's author field ("Charles Dickens and Hallie Erminie Rives")."""
     names = re.split(r"\s*(?:,|;|\band\b|&|\bwith\b|\btranslated by\b|\bedited by\b)\s*", author or "")
@@ -85,6 +96,7 @@ def find_works(text: str, blocks: list[Block], acc: list[int], cands: list[Headi
         return None
     entries, after = contents
     _run_indents(entries)
+    _listed_as_numbered(entries)
     names = _author_names(author)
     for e in entries:
         if e.reason is None and not e.numbered and e.key in names:
@@ -160,10 +172,18 @@ def find_works(text: str, blocks: list[Block], acc: list[int], cands: list[Headi
     return Works(mains=mains, children=children + front, back_block=back_block)
 
 
-def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Heading]) -> Works | None:
+def _title_keys(title: str) -> set[str]:
+    """The book's title from its header, normalised, with and without its subtitle."""
+    main = re.split(r"\s*(?:[:;]|,?\s+or,?\s+)\s*", title, maxsplit=1, flags=re.I)[0]
+    return {k for k in (_norm(title), _norm(main)) if k}
+
+
+def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Heading],
+                title: str = "") -> Works | None:
     """Stories of a collection without a contents list: upper-case titles set apart by wide
     gaps, with the numbered headings found starting over under them (a story in parts) and at
-    least one story with no numbered part at all - else the titles only group chapters."""
+    least one story with no numbered part at all - else the titles only group chapters. The
+    book's own title line (a title page or half-title over the chapters) names no story."""
     choice = _choose_units(cands, blocks, acc)
     if choice is None or choice[0] in _CONTAINERS or choice[0] in ("act", "scene") or choice[0].startswith("md"):
         return None
@@ -173,6 +193,7 @@ def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Head
     taken = {k for h in cands for k in range(h.block, h.last_block + 1)}
     caps = caps_title_candidates(text, blocks, taken=taken, min_count=2)
     apparatus = [h.block for h in cands if h.family == "apparatus"]
+    book_title = _title_keys(title)
     mains = []
     for h in caps:
         nxt = _next_block(caps, h, len(blocks))
@@ -180,6 +201,8 @@ def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Head
             continue
         if any(h.block < a < nxt for a in apparatus):
             continue  # a title page over an introduction or a contents list
+        if _norm(_clean(blocks[h.block].first)) in book_title and any(h.block < u.block < nxt for u in units):
+            continue  # the book's title over its chapters, not a story holding them
         mains.append(h)
     if len(mains) < 2:
         return None
