@@ -58,6 +58,12 @@ def test_a_numbered_contents_entry_is_a_work_whatever_its_word() -> None:
     text = PG_HEAD + book("THE LANTERN KEEPER", toc, *[f"\n\n{t.upper()}\n\n{prose(250, i)}" for i, t in enumerate(titles)])
     doc, units = units_of(text + PG_FOOT)
     assert [u.title for u in units] == [t.upper() for t in titles[1:]] and "introduction" in reasons(doc)
+    # an index numbered in the list is still an index: never a unit
+    toc = "CONTENTS\n\n" + "\n".join(f"{ROMAN[i]}. {t}" for i, t in enumerate(titles + ["Index"]))
+    text = PG_HEAD + book("THE LANTERN KEEPER", toc, *[f"\n\n{t.upper()}\n\n{prose(250, i)}" for i, t in enumerate(titles)],
+                          "\n\nINDEX\n\nFog, the, 12\nTower, the, 3")
+    doc, units = units_of(text + PG_FOOT)
+    assert [u.title for u in units] == [t.upper() for t in titles] and reasons(doc)[-1] == "index"
 
 
 def test_an_introduction_before_chapter_one_is_still_front_matter() -> None:

@@ -15,6 +15,7 @@ from litseg.segmentation.structure.thresholds import (
     MAX_UNIT_SHARE,
     MIN_PROSE,
 )
+from litseg.segmentation.types import NEVER_INDEXED
 
 
 _CHAPTER_LIKE = ("scene", "chapter", "stave", "fit", "letter", "canto", "section")
@@ -75,7 +76,8 @@ def _in_sequence(cands: list[Heading], boundaries: list[Heading], unit_kind: str
     """The boundaries with every apparatus heading that stands where the units' numbers leave a
     gap made a unit: ``INTRODUCTION`` before ``CHAPTER II`` (a novel whose first chapter is
     titled so, and listed as chapter I in its contents), or between chapters V and VII. Such a
-    heading takes the missing number, whatever its word."""
+    heading takes the missing number, whatever its word (not a contents list, an index or the
+    like, which are no one's writing)."""
     out = list(boundaries)
     prev_number: int | None = None
     prev_block = -1
@@ -85,7 +87,7 @@ def _in_sequence(cands: list[Heading], boundaries: list[Heading], unit_kind: str
         gap = u.number == 2 if prev_number is None else u.number == prev_number + 2
         before = [h for h in cands if prev_block < h.block < u.block]
         h = before[-1] if before else None
-        if (gap and h is not None and h.family == "apparatus" and h.reason != "contents"
+        if (gap and h is not None and h.family == "apparatus" and h.reason not in NEVER_INDEXED
                 and acc[u.block] - acc[h.last_block + 1] >= MIN_PROSE):
             h.kind, h.family, h.rank, h.number = unit_kind, u.family, u.rank, u.number - 1
             h.real, h.reason = True, None

@@ -61,17 +61,6 @@ def _numbered_works(pairs: list[tuple[int, int]], entries: list[Entry], cands: l
     return sorted(out.items())
 
 
-def _listed_as_numbered(entries: list[Entry]) -> None:
-    """An entry the contents numbers in the run of its neighbours (``I. Introduction``, ``II.
-    The Quay``) is a chapter whatever its word: it names no front or back matter."""
-    numbered = [e for e in entries if e.number is not None and not e.label]
-    for k, e in enumerate(numbered):
-        prev = numbered[k - 1].number if k else None
-        nxt = numbered[k + 1].number if k + 1 < len(numbered) else None
-        if e.reason not in (None, "contents") and (prev == e.number - 1 or nxt == e.number + 1):
-            e.reason = None
-
-
 def _author_names(author: str) -> set[str]:
     """Normalised names in a header's author field ("Charles Dickens and Hallie Erminie Rives")."""
     names = re.split(r"\s*(?:,|;|\band\b|&|\bwith\b|\btranslated by\b|\bedited by\b)\s*", author or "")
@@ -96,7 +85,6 @@ def find_works(text: str, blocks: list[Block], acc: list[int], cands: list[Headi
         return None
     entries, after = contents
     _run_indents(entries)
-    _listed_as_numbered(entries)
     names = _author_names(author)
     for e in entries:
         if e.reason is None and not e.numbered and e.key in names:
