@@ -14,6 +14,7 @@ string always does.
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,6 +26,8 @@ from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Qu
 from litseg.rag.benchmarks.tables import read_table
 from litseg.rag.evidence import TextMatcher
 from litseg.rag.rows import text_of
+
+log = logging.getLogger(__name__)
 
 QUESTIONS_FILE = "questions.jsonl"
 _FIELDS = ("book_id", "file", "qid", "question", "answer", "evidence")
@@ -58,6 +61,9 @@ def load_novelqa(path: str | Path, *, texts: str | Path | None = None,
                             "evidence_repeated": counts["repeated"]}
     if books is not None:
         meta["books_selected"] = sorted(keep)
+    log.info("novelqa: %d of %d evidence strings placed in the books as read (%d verbatim, %d after "
+             "normalisation), %d inside their passage", counts["exact"] + counts["normalized"], len(questions),
+             counts["exact"], counts["normalized"], counts["in_passage"])
     return Benchmark(name="novelqa", books=out_books, questions=questions, warnings=warnings, meta=meta)
 
 
