@@ -43,7 +43,8 @@ def load_novelqa(path: str | Path, *, texts: str | Path | None = None,
     ``books`` keeps only these books (book ids such as ``46_A_Christmas_Carol``, or their
     Gutenberg numbers such as ``46``), with their questions; a name that matches no book is an
     error. ``meta`` counts how each evidence string was placed (``evidence_match``: exact /
-    normalized / missing), how many lie inside their passage and how many occur more than once.
+    normalized / missing), how many lie inside their passage and how many occur more than once
+    (verbatim in the book, or after normalisation in their passage).
     """
     qfile, root = _locations(path, texts)
     rows = read_table(qfile)
@@ -147,10 +148,15 @@ def _occurrences(text: str, needle: str) -> list[Span]:
 
 
 def _place(matcher: TextMatcher, evidence: str, passage: Span | None) -> tuple[str, Span | None, int]:
-    """``(kind, span, occurrences)``: verbatim when possible, else after normalisation; of
-    several occurrences the one inside the passage (else the first)."""
+    """``(kind, span, occurrences)``: verbatim when possible, else after normalisation (in the
+    passage first: normalising a whole book takes about a second); of several occurrences the
+    one inside the passage (else the first)."""
     found = _occurrences(matcher.text, evidence)
     kind = "exact"
+    if not found and passage is not None:
+        s, e = passage
+        found = [(s + a, s + b) for a, b in TextMatcher(matcher.text[s:e]).locate(evidence)]
+        kind = "normalized"
     if not found:
         found, kind = matcher.locate(evidence), "normalized"
     if not found:
