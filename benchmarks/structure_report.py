@@ -5,7 +5,11 @@ Runs ``find_units`` (no word cap, so structural units are counted) over every te
 Shakespeare Markdown plays. Per book it gives the top-level units found by kind against the
 count checked by hand, the front and back matter spans with their reasons and word counts, and
 the number of non-whitespace characters between the Project Gutenberg markers that are in no
-unit and no matter span (always 0: nothing is lost) or in more than one.
+unit and no matter span (always 0: nothing is lost) or in more than one. Units are found as the
+pipeline finds them (``preprocess.index_matter`` on): the matter kept retrievable as units of its
+own is marked ``*`` and counted apart from the narrative units, and the report checks that no
+unit holds a character of a title page, contents list, credits, licence, advert or any other
+matter that is never indexed.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/structure_report.py            # print the report
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/structure_report.py --write    # into docs/structure.md
@@ -35,8 +39,10 @@ sys.path.insert(0, str(REPO / "src"))
 
 from litseg.segmentation.gutenberg import gutenberg_frame  # noqa: E402
 from litseg.segmentation.reading import read_document  # noqa: E402
-from litseg.segmentation.types import Document, Unit  # noqa: E402
-from litseg.segmentation.units import find_units  # noqa: E402
+from litseg.segmentation.gutenberg import gutenberg_bounds  # noqa: E402
+from litseg.segmentation.structure import analyze_structure  # noqa: E402
+from litseg.segmentation.types import NEVER_INDEXED, Document, Unit  # noqa: E402
+from litseg.segmentation.units import units_from_structure  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
 
 MORE_TRUTH = REPO / "benchmarks" / "data" / "more_true_units.tsv"
@@ -120,8 +126,10 @@ class Result:
     seconds: float = 0.0
     body_words: int = 0
     matter: list[tuple[str, str, int]] = field(default_factory=list)  # (where, reason, words)
+    indexed: list[tuple[str, str, int]] = field(default_factory=list)  # matter kept as units
     lost_chars: int = 0  # non-whitespace chars between the markers in no unit and no matter span
     double_chars: int = 0  # ... in more than one
+    never_indexed_in_units: int = 0  # chars of title pages, contents, licence, adverts ... in a unit
 
     @property
     def n_found(self) -> int:
@@ -160,15 +168,33 @@ def analyse_text(path: Path, group: str, gid: str = "", expected: int | None = N
                  expected_kinds: dict[str, int] | None = None, note: str = "") -> Result:
     t0 = time.process_time()
     doc = read_document(path)
-    units = find_units(doc, max_words=10**9)
+    start, end = gutenberg_bounds(doc.text)
+    structure = analyze_structure(doc.text, start, end, author=doc.author, title=doc.title)
+    units = units_from_structure(doc, structure, max_words=10**9)  # as find_units, the defaults
     seconds = time.process_time() - t0
     lost, doubled = coverage(doc, units)
+    narrative = [u for u in units if not u.matter]
+    never = [(m.start, m.end) for m in structure.matter if m.reason in NEVER_INDEXED]
     return Result(group=group, name=path.name, gid=gid, title=doc.title or path.stem,
-                  found=dict(Counter(u.kind for u in units)), expected=expected,
+                  found=dict(Counter(u.kind for u in narrative)), expected=expected,
                   expected_kinds=expected_kinds, note=note, seconds=seconds,
-                  body_words=sum(len(doc.text[u.start:u.end].split()) for u in units),
+                  body_words=sum(len(doc.text[u.start:u.end].split()) for u in narrative),
                   matter=[(m.where, m.reason, m.words(doc.text)) for m in doc.matter],
-                  lost_chars=lost, double_chars=doubled)
+                  indexed=[("front" if u.kind == "front_matter" else "back", u.matter,
+                            len(doc.text[u.start:u.end].split())) for u in units if u.matter],
+                  lost_chars=lost, double_chars=doubled,
+                  never_indexed_in_units=_chars_inside(doc.text, never, units))
+
+
+def _chars_inside(text: str, spans: list[tuple[int, int]], units: list[Unit]) -> int:
+    """Non-whitespace characters of ``spans`` that lie inside a unit."""
+    total = 0
+    for s, e in spans:
+        for u in units:
+            lo, hi = max(s, u.start), min(e, u.end)
+            if lo < hi:
+                total += sum(1 for c in text[lo:hi] if not c.isspace())
+    return total
 
 
 # Markdown headings, and scene, prologue and epilogue headings the source printed without "#"
@@ -239,11 +265,14 @@ def _fmt(d: dict[str, int] | None) -> str:
 
 
 def _matter(r: Result, where: str) -> str:
-    words: Counter[str] = Counter()
-    for w, reason, n in r.matter:
-        if w == where:
-            words[reason] += n
-    return ", ".join(f"{reason} {n}" for reason, n in words.items()) or "-"
+    """Matter by reason with its words: what is in no unit, then (marked ``*``) what is kept as
+    units of its own."""
+    words: Counter[tuple[str, str]] = Counter()
+    for mark, rows in (("", r.matter), ("*", r.indexed)):
+        for w, reason, n in rows:
+            if w == where:
+                words[(reason, mark)] += n
+    return ", ".join(f"{reason} {n}{mark}" for (reason, mark), n in words.items()) or "-"
 
 
 def render_generated(results: list[Result]) -> str:
@@ -260,7 +289,12 @@ def render_generated(results: list[Result]) -> str:
              "",
              f"**Non-whitespace characters between the Gutenberg markers in no unit and no matter "
              f"span: {lost}; in more than one: {doubled}** (over {len(results)} texts). "
-             f"Total CPU time {total_s:.1f} s on one core.", ""]
+             f"Total CPU time {total_s:.1f} s on one core.", "",
+             f"**Matter kept retrievable as units (`*`, `preprocess.index_matter`): "
+             f"{sum(len(r.indexed) for r in results)} units, {sum(n for r in results for *_, n in r.indexed):,} "
+             f"words. Characters of title pages, contents lists, credits, licences, adverts and other "
+             f"matter that is never indexed inside a unit: {sum(r.never_indexed_in_units for r in results)}.**",
+             ""]
     for group, heading in (("manifest", "Texts of `manifest.tsv`"), ("more", "Texts of `more/`")):
         rs = by_group[group]
         if not rs:

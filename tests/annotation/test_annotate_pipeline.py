@@ -165,6 +165,7 @@ def test_export_is_sharded_loadable_and_described_by_its_manifest(corpus: Path, 
     assert rows[0]["main_spans"] == [list(s) for s in by_card[0]["main_spans"]]
     units = datasets.load_dataset(str(out), "units", split="train")
     assert len(units) == 6 and units[0]["segments"][0]["from_idx"] == 1
+    assert by_card["matter"] == [""] * 12 and units["matter"] == [""] * 6  # chapters, no preface
     assert json.loads(units[0]["stages"])["stage1"]["status"] == "ok"
     docs = datasets.load_dataset(str(out), "documents", split="train")
     assert sorted(docs["book_id"]) == ["book-01", "book-02", "book-03"]

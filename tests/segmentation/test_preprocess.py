@@ -22,14 +22,18 @@ def paragraph(n_sentences: int) -> str:
 
 def check_document(doc: Document, max_words: int | None = None,
                    max_sentence_words: int | None = None) -> None:
-    """The invariants every prepared document keeps."""
+    """The invariants every prepared document keeps (matter units lie before or after the body,
+    the narrative units tile it)."""
     text = doc.text
     assert 0 <= doc.body_start <= doc.body_end <= len(text)
     owner = [0] * len(text)
-    prev_end = doc.body_start
+    prev_end = 0
     for i, u in enumerate(doc.units):
         assert u.index == i
-        assert doc.body_start <= u.start < u.end <= doc.body_end
+        if u.matter:
+            assert u.end <= doc.body_start or u.start >= doc.body_end
+        else:
+            assert doc.body_start <= u.start < u.end <= doc.body_end
         assert u.start >= prev_end  # sorted, disjoint
         prev_end = u.end
         assert not text[u.start].isspace() and not text[u.end - 1].isspace()
@@ -271,6 +275,9 @@ def test_longest_novel_prepares_under_cap() -> None:
     doc = prepare_document(path, max_words=2000, max_sentence_words=120)
     # the first chapter's heading as the book prints it (its last "CHAPTER 1." line: the first is the contents')
     heading = [line.strip() for line in doc.text.splitlines() if line.startswith("CHAPTER 1.")][-1]
-    assert doc.units[0].title == heading and doc.units[-1].kind == "epilogue"
-    assert len({u.unit_id.split("-")[0] for u in doc.units}) == 136
+    narrative = [u for u in doc.units if not u.matter]
+    assert narrative[0].title == heading and narrative[-1].kind == "epilogue"
+    assert len({u.unit_id.split("-")[0] for u in narrative}) == 136
+    # the etymology and the extracts before the story stay retrievable, as matter units
+    assert {u.matter for u in doc.units if u.matter} == {"extracts"} and doc.units[0].matter
     check_document(doc, max_words=2000, max_sentence_words=120)

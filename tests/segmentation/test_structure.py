@@ -44,7 +44,9 @@ def book(*parts: str, nl: str = "\n") -> str:
 
 
 def units_of(text: str, **kw):
+    """The structure's units: the narrative alone unless a test asks for matter units."""
     doc = Document(book_id="t", text=text)
+    kw.setdefault("index_matter", False)
     units = find_units(doc, max_words=kw.pop("max_words", 10**6), **kw)
     return doc, units
 
@@ -153,10 +155,11 @@ def test_front_matter_kept_on_request() -> None:
     text = book(PG_HEAD + "CONTENTS", "CHAPTER I\n\nCHAPTER II", "PREFACE", prose(80),
                 "CHAPTER I", prose(100, 1), "CHAPTER II", prose(100, 2) + PG_FOOT)
     doc, units = units_of(text, keep_front_matter=True)
-    assert [u.kind for u in units] == ["front_matter", "chapter", "chapter"]
-    assert units[0].start == doc.body_start == text.index("CONTENTS")
-    assert "Produced by" not in text[doc.body_start:doc.body_end]
-    assert tiles(doc, units)
+    assert [(u.kind, u.matter) for u in units] == [("front_matter", "front matter"), ("chapter", ""), ("chapter", "")]
+    # the preface's text is kept (its heading reads as the list's last line), the contents never
+    assert units[0].start == text.index(prose(80)) and units[1].start == doc.body_start
+    assert [m.reason for m in doc.matter] == ["credits", "contents"]
+    assert tiles(doc, units[1:]) and covered_once(doc, units)
 
 
 def test_volumes_and_chapters_hierarchy_crlf() -> None:
@@ -392,12 +395,12 @@ def test_trailing_catalogue_licence_and_colophon_are_back_matter() -> None:
     assert covered_once(doc, units)
 
 
-def test_keep_front_matter_turns_all_front_spans_into_one_unit() -> None:
+def test_keep_front_matter_keeps_every_front_span_but_title_page_and_lists() -> None:
     text = book(PG_HEAD + "HARBOUR TALES", "CONTENTS", "CHAPTER I\nCHAPTER II", "PREFACE", prose(80),
                 "CHAPTER I", prose(100, 1), "CHAPTER II", prose(100, 2) + PG_FOOT)
     doc, units = units_of(text, keep_front_matter=True)
-    assert units[0].kind == "front_matter" and units[0].start == text.index("HARBOUR TALES\n\nCONTENTS")
-    assert reasons(doc) == [("front", "credits")]
+    assert units[0].kind == "front_matter" and units[0].start == text.index(prose(80))
+    assert reasons(doc) == [("front", "credits"), ("front", "title page"), ("front", "contents")]
     assert covered_once(doc, units)
 
 
@@ -502,7 +505,7 @@ def test_contents_groups_are_containers_and_author_section_is_an_introduction() 
                 "CAT TALES", "The Quick Tabby", prose(200, 1), "The Grey Cat", prose(200, 2),
                 "DOG TALES", "Barker", prose(200, 3), "Bones!", prose(200, 4))
     doc = Document(book_id="t", text=text, author="Martha Quill and Another Hand")
-    units = find_units(doc, max_words=10**6)
+    units = find_units(doc, max_words=10**6, index_matter=False)
     assert [(u.title, u.path) for u in units] == [
         ("The Quick Tabby", ["CAT TALES"]), ("The Grey Cat", ["CAT TALES"]),
         ("Barker", ["DOG TALES"]), ("Bones!", ["DOG TALES"])]
@@ -606,6 +609,9 @@ def test_every_shared_text_loses_nothing(corpus) -> None:
     assert len(results) >= 100
     assert [(r.name, r.lost_chars, r.double_chars) for r in results
             if r.lost_chars or r.double_chars] == []
+    # matter kept as units (prefaces, notes ...) never takes a title page, contents or licence with it
+    assert [r.name for r in results if r.never_indexed_in_units] == []
+    assert sum(len(r.indexed) for r in results) > 0
 
 
 @pytest.mark.shared_data

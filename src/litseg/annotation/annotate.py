@@ -120,10 +120,14 @@ def setup_differences(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     b = flat({k: v for k, v in now.items() if k in before})
     keys = sorted(set(a) | set(b), key=lambda k: (label(k) != "method", label(k)))
     return [f"{label(k)}: {show(a.get(k, _UNSET))} before, {show(b.get(k, _UNSET))} now"
-            for k in keys if a.get(k, _UNSET) != b.get(k, _UNSET)]
+            for k in keys if a.get(k, _UNSET) != b.get(k, _UNSET)
+            and not (k in ADDITIVE_SETTINGS and k not in a)]
 
 
 _UNSET = object()
+#: Settings added after runs were made that only add units beside the old ones (whose keys they
+#: leave alone): a run directory made before one existed resumes under it.
+ADDITIVE_SETTINGS = frozenset({"preprocess.index_matter"})
 
 
 def setup_conflict(out_dir: Path, setup: dict[str, Any]) -> str | None:
@@ -461,6 +465,7 @@ def _unit_diagnostics(doc: Document, unit: Unit, res: UnitResult) -> dict[str, A
     )
     d.setdefault("tries", 1)
     d.setdefault("fallback", "none")
+    d["matter"] = unit.matter  # a preface, notes ... kept retrievable (preprocess.index_matter); "" for narrative
     if unit.part is not None:  # a chapter longer than preprocess.max_words, cut into pieces
         d["cut"] = {"reason": "word_cap", "part": unit.part[0], "parts": unit.part[1]}
     return d

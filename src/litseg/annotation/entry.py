@@ -172,7 +172,7 @@ def _document_reader(settings: AnnotateConfig, cap: WordCap) -> Callable[[Any], 
 
     prep = settings.groups["preprocess"]
     return partial(prepare_document, max_words=cap.max_words, max_sentence_words=int(prep["max_sentence_words"]),
-                   keep_front_matter=bool(prep["keep_front_matter"]))
+                   keep_front_matter=bool(prep["keep_front_matter"]), index_matter=bool(prep["index_matter"]))
 
 
 def _book_inputs(settings: AnnotateConfig, chunker: Chunker, prepare: Callable[[Any], Document]) -> tuple[Any, Any]:

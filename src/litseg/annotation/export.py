@@ -87,7 +87,7 @@ UNIT_COLUMNS: dict[str, str] = {
     "tries": "int", "calls": "int", "retries": "int", "prompt_tokens": "int", "cached_tokens": "int",
     "completion_tokens": "int", "seconds": "float", "first_try_valid": "bool",
     "stages_unavailable": "list[str]", "segments": "segments", "answer": "json", "stages": "json",
-    "repairs": "json",
+    "repairs": "json", "matter": "str",
 }
 SENTENCE_COLUMNS: dict[str, str] = {
     "book_id": "str", "unit_id": "str", "idx": "int", "start": "int", "end": "int", "text": "str",

@@ -140,7 +140,7 @@ def load_teacher_units(annotations: str | Path, *, max_words: int = 2000, max_se
 
     imported = ImportedChunker(str(annotations))
     prepare = partial(prepare_document, max_words=max_words, max_sentence_words=max_sentence_words,
-                      keep_front_matter=False)
+                      keep_front_matter=False, index_matter=False)  # the teacher annotated chapters only
     items: list[tuple[Any, Any]] = []
     answers: dict[tuple[str, str], dict[str, Any]] = {}
     for source in imported.book_sources(prepare):

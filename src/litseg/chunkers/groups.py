@@ -162,3 +162,4 @@ class PreprocessConfig:
     auto: AutoWordsConfig
     max_sentence_words: int
     keep_front_matter: bool
+    index_matter: bool

@@ -31,18 +31,21 @@ def prepare_document(
     max_words: int = 2000,
     max_sentence_words: int = 120,
     keep_front_matter: bool = False,
+    index_matter: bool = True,
     book_id: str | None = None,
 ) -> Document:
-    """Read (unless given a Document), strip, find units under ``max_words`` words and index
-    their sentences (at most ``max_sentence_words`` words each). Returns the document with
-    ``units`` filled in; a Document passed in is updated in place."""
+    """Read (unless given a Document), strip, find units under ``max_words`` words (with the
+    matter readers ask about as units of its own, ``index_matter``; see
+    :func:`~litseg.segmentation.units.find_units`) and index their sentences (at most
+    ``max_sentence_words`` words each). Returns the document with ``units`` filled in; a
+    Document passed in is updated in place."""
     if isinstance(path_or_doc, Document):
         doc = path_or_doc
         if book_id:
             doc.book_id = book_id
     else:
         doc = read_document(path_or_doc, book_id=book_id)
-    units = find_units(doc, max_words=max_words, keep_front_matter=keep_front_matter)
+    units = find_units(doc, max_words=max_words, keep_front_matter=keep_front_matter, index_matter=index_matter)
     for unit in units:
         unit.sentences = index_sentences(doc.text, unit, max_sentence_words=max_sentence_words)
     doc.units = units

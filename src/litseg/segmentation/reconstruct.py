@@ -141,4 +141,5 @@ def build_chunk(
         unit_title=unit.title,
         unit_path=list(unit.path),
         unit_kind=unit.kind,
+        matter=unit.matter,
     )

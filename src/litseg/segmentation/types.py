@@ -36,7 +36,9 @@ class Unit:
 
     ``path`` holds the titles of the enclosing levels, outermost first (e.g. ``["VOLUME I",
     "CHAPTER III"]``); ``part`` is set when an overlong unit was split under the word cap
-    (``(k, total)``, 1-based).
+    (``(k, total)``, 1-based). ``matter`` is the reason (of :data:`MATTER_REASONS`, never one of
+    :data:`NEVER_INDEXED`) of a unit made from front or back matter kept retrievable (an editor's
+    introduction, a preface, notes); ``""`` for the narrative.
     """
 
     book_id: str
@@ -49,6 +51,7 @@ class Unit:
     path: list[str] = field(default_factory=list)
     part: tuple[int, int] | None = None
     sentences: list[Sentence] = field(default_factory=list)
+    matter: str = ""
 
     @property
     def n_sentences(self) -> int:
@@ -63,11 +66,25 @@ MATTER_REASONS: tuple[str, ...] = (
 )
 
 
+# Matter that readers ask about, chunked as units flagged ``matter`` (preprocess.index_matter):
+# what an author or editor wrote around the story.
+INDEXED_MATTER: tuple[str, ...] = (
+    "preface", "introduction", "dedication", "extracts", "notes", "appendix", "glossary", "cast list",
+)
+# Matter that is never in a unit, whatever the settings: it is not the book's writing (title
+# pages, lists, credits, licence, publishers' adverts, transcribers' and printers' notes).
+NEVER_INDEXED: tuple[str, ...] = (
+    "credits", "title page", "contents", "illustrations", "index", "transcriber's note", "adverts",
+    "licence", "colophon",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class MatterSpan:
-    """Text between the Project Gutenberg markers that is kept out of the units, with its reason
-    (one of :data:`MATTER_REASONS`) and its heading when it has one. Units and matter spans
-    together hold every non-whitespace character between the markers exactly once."""
+    """Text between the Project Gutenberg markers that is kept out of the narrative units, with
+    its reason (one of :data:`MATTER_REASONS`) and its heading when it has one. Units (matter
+    units included) and the matter spans left in ``Document.matter`` together hold every
+    non-whitespace character between the markers exactly once."""
 
     start: int
     end: int
@@ -88,9 +105,11 @@ class MatterSpan:
 
 @dataclass(slots=True)
 class Document:
-    """A decoded book. ``body_start``/``body_end`` delimit the text after licence and front-matter
-    stripping; units lie inside it. ``matter`` records the front and back matter between the
-    Project Gutenberg markers (title page, contents, preface, index, adverts, ...) with reasons."""
+    """A decoded book. ``body_start``/``body_end`` delimit the narrative after licence and
+    front-matter stripping; its units tile it, and units made of front or back matter
+    (``Unit.matter``) lie before or after it. ``matter`` records the front and back matter
+    between the Project Gutenberg markers that is in no unit (title page, contents, index,
+    adverts, ...) with reasons."""
 
     book_id: str
     text: str
@@ -155,6 +174,8 @@ class Chunk:
     unit_path: list[str] = field(default_factory=list)
     unit_kind: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    # the unit's matter reason (a preface, notes, ...; Unit.matter); "" for narrative and in old runs
+    matter: str = ""
 
     def __post_init__(self) -> None:
         if not self.n_words:

@@ -3,7 +3,9 @@
 :func:`find_units` strips Project Gutenberg boilerplate, finds the structure and returns units
 that tile the body: every non-whitespace character between ``doc.body_start`` and
 ``doc.body_end`` lies in exactly one unit, and every one between the Gutenberg markers lies in
-a unit or in one of the recorded matter spans (``doc.matter``). Units longer than ``max_words``
+a unit or in one of the recorded matter spans (``doc.matter``); the front and back matter
+readers ask about (prefaces, introductions, notes, ...) is in units of its own, flagged
+``Unit.matter``, before and after the body. Units longer than ``max_words``
 words are split at their children's headings, then at paragraph (blank line) boundaries, then
 sentence boundaries, then line breaks and finally between words, packing pieces greedily under
 the cap. Unit ids are zero-padded and sort in reading
@@ -18,9 +20,9 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from litseg.segmentation import sentences as _sentences
-from litseg.segmentation.gutenberg import credit_spans, gutenberg_bounds, header_end
+from litseg.segmentation.gutenberg import credit_spans, gutenberg_bounds, header_end, header_metadata
 from litseg.segmentation.structure import StructuralUnit, Structure, analyze_structure
-from litseg.segmentation.types import Document, MatterSpan, Unit
+from litseg.segmentation.types import INDEXED_MATTER, NEVER_INDEXED, Document, MatterSpan, Unit
 
 _PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)[^\S\r\n]*(?:\r\n|\r(?!\n)|\n)\s*")
 _LINE_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)\s*")
@@ -32,43 +34,96 @@ def count_words(text: str, start: int = 0, end: int | None = None) -> int:
     return len(text[start:end].split())
 
 
-def find_units(doc: Document, *, max_words: int = 2000, keep_front_matter: bool = False) -> list[Unit]:
-    """Top-level narrative units of ``doc``, split under ``max_words`` words.
+def find_units(doc: Document, *, max_words: int = 2000, keep_front_matter: bool = False,
+               index_matter: bool = True) -> list[Unit]:
+    """Top-level narrative units of ``doc``, split under ``max_words`` words, and (with
+    ``index_matter``) units made of the front and back matter readers ask about.
 
     The body is always derived from the whole ``doc.text`` (so calling this again gives the same
     units): ``doc.body_start``/``doc.body_end`` are set to the narrative body - licence, front
-    matter and back matter excluded - ``doc.matter`` to the front and back matter between the
-    Project Gutenberg markers (with their reasons), and the units are returned (``doc.units`` is
-    left alone). Units and matter spans together hold every non-whitespace character between
-    the markers exactly once. With ``keep_front_matter`` the front matter after the transcriber
-    credits (title page, preface, contents) becomes a unit of kind ``"front_matter"`` instead.
+    matter and back matter excluded - and the units are returned (``doc.units`` is left alone).
+    With ``index_matter`` every introduction, preface, dedication, extract, note, appendix,
+    glossary and cast list (:data:`~litseg.segmentation.types.INDEXED_MATTER`) becomes a unit of
+    kind ``"front_matter"`` or ``"back_matter"`` with ``Unit.matter`` set to its reason; with
+    ``keep_front_matter`` so does every other front span that may be read (an epigraph, a note
+    to the reader). Title pages, contents, credits, licence text, adverts and the like
+    (:data:`~litseg.segmentation.types.NEVER_INDEXED`) are never in a unit. ``doc.matter`` gets
+    the matter spans between the Project Gutenberg markers that are in no unit, with their
+    reasons: units and those spans hold every non-whitespace character between the markers
+    exactly once.
     """
     if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
         raise ValueError(f"max_words must be a positive int, got {max_words!r}")
     start, end = gutenberg_bounds(doc.text)
-    structure = analyze_structure(doc.text, start, end, author=doc.author, title=doc.title)
-    return units_from_structure(doc, structure, max_words=max_words,
-                                keep_front_matter=keep_front_matter)
+    # a document made from a string rather than read from a file: its header still names the book
+    title, author = (doc.title, doc.author) if doc.title or doc.author else header_metadata(doc.text)
+    structure = analyze_structure(doc.text, start, end, author=author, title=title)
+    return units_from_structure(doc, structure, max_words=max_words, keep_front_matter=keep_front_matter,
+                                index_matter=index_matter)
+
+
+def indexed_matter(span: MatterSpan, *, keep_front_matter: bool = False, index_matter: bool = True) -> bool:
+    """Does this matter span become a unit under these settings?"""
+    if span.reason in NEVER_INDEXED:
+        return False
+    if span.where == "front" and keep_front_matter:
+        return True
+    return index_matter and span.reason in INDEXED_MATTER
 
 
 def units_from_structure(doc: Document, structure: Structure, *, max_words: int = 2000,
-                         keep_front_matter: bool = False) -> list[Unit]:
+                         keep_front_matter: bool = False, index_matter: bool = True) -> list[Unit]:
     """The second half of :func:`find_units`: set the body bounds and the matter spans from an
-    analysed structure and build capped units from its segments."""
-    segments = list(structure.segments)
+    analysed structure and build capped units from its segments (and its indexed matter)."""
     body_start, body_end = structure.body_start, structure.body_end
     matter = list(structure.matter)
-    if keep_front_matter:
-        front = [m for m in matter if m.where == "front"]
-        if front and segments:
-            fs = front[0].start
-            fe = _rstrip(doc.text, fs, segments[0].start)
-            segments.insert(0, StructuralUnit(fs, fe, "front_matter", "Front matter", []))
-            body_start = fs
-            matter = [m for m in matter if m.where != "front"]
-    doc.matter = _credit_spans(doc.text, min([body_start] + [m.start for m in matter])) + matter
+    indexed = [m for m in matter if indexed_matter(m, keep_front_matter=keep_front_matter,
+                                                   index_matter=index_matter)]
+    credits = _credit_spans(doc.text, min([body_start] + [m.start for m in matter]))
+    doc.matter = credits + [m for m in matter if m not in indexed]
     doc.body_start, doc.body_end = body_start, max(body_start, body_end)
-    return build_units(doc, segments, max_words=max_words, paragraphs=structure.paragraphs)
+    units = build_units(doc, list(structure.segments), max_words=max_words, paragraphs=structure.paragraphs)
+    if indexed:
+        units = _with_matter_units(doc, units, indexed, len(structure.segments), max_words,
+                                   structure.paragraphs)
+    return units
+
+
+def _with_matter_units(doc: Document, units: list[Unit], spans: list[MatterSpan], n_segments: int,
+                       max_words: int, paragraphs: list[tuple[int, int, int]]) -> list[Unit]:
+    """The narrative units with the matter units before and after them. The narrative units keep
+    their ids (a run made before matter was indexed resumes): front matter is numbered under
+    segment 0 (``0000-01``, ``0000-02``), back matter after the last segment."""
+    width = _id_width(n_segments)
+    cap = _Paragraphs(doc.text, paragraphs).split
+    front = [m for m in spans if m.where == "front"]
+    back = [m for m in spans if m.where != "front"]
+    before: list[Unit] = []
+    for k, m in enumerate(front, 1):
+        before += _matter_pieces(doc, m, f"{0:0{width}d}-{k:02d}", cap(m.start, m.end, max_words))
+    after: list[Unit] = []
+    for k, m in enumerate(back, 1):
+        after += _matter_pieces(doc, m, f"{n_segments + k:0{width}d}", cap(m.start, m.end, max_words))
+    out = before + units + after
+    for i, u in enumerate(out):
+        u.index = i
+    return out
+
+
+def _matter_pieces(doc: Document, span: MatterSpan, base: str, pieces: list[tuple[int, int]]) -> list[Unit]:
+    kind = "front_matter" if span.where == "front" else "back_matter"
+    title = span.title or span.reason.capitalize()
+    if len(pieces) == 1:
+        s, e = pieces[0]
+        return [Unit(book_id=doc.book_id, unit_id=base, index=0, start=s, end=e, title=title, kind=kind,
+                     matter=span.reason)]
+    pw = max(2, len(str(len(pieces))))
+    return [Unit(book_id=doc.book_id, unit_id=f"{base}-{k:0{pw}d}", index=0, start=s, end=e, title=title,
+                 kind=kind, part=(k, len(pieces)), matter=span.reason) for k, (s, e) in enumerate(pieces, 1)]
+
+
+def _id_width(n_segments: int) -> int:
+    return max(4, len(str(n_segments)))
 
 
 def _credit_spans(text: str, before: int) -> list[MatterSpan]:
@@ -119,7 +174,7 @@ def build_units(doc: Document, segments: list[StructuralUnit], *, max_words: int
     its pieces carry the segment's title in their path and the child's title as their own.
     ``paragraphs`` (from the structure) spare splitting and counting the text again."""
     units: list[Unit] = []
-    width = max(4, len(str(len(segments))))
+    width = _id_width(len(segments))
     cap = _Paragraphs(doc.text, paragraphs or []).split
     for n, seg in enumerate(segments, 1):
         base = f"{n:0{width}d}"
@@ -286,5 +341,5 @@ def sentence_spans(text: str, start: int, end: int, max_words: int | None = None
     return fn(text, start, end)
 
 
-__all__ = ["build_units", "count_words", "find_units", "sentence_spans", "split_by_cap",
+__all__ = ["build_units", "count_words", "find_units", "indexed_matter", "sentence_spans", "split_by_cap",
            "splitter_caps_sentences", "units_from_structure"]

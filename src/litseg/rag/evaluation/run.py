@@ -85,6 +85,7 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
     specs = resolve_chunkers(chunkers, c.chunk_files, conf_dir)
     prep = c.preprocess or {}
     docs = prepare_books(bench, max_words=int(prep["max_words"]), max_sentence_words=int(prep["max_sentence_words"]),
+                         keep_front_matter=bool(prep["keep_front_matter"]), index_matter=bool(prep["index_matter"]),
                          progress=settings.progress)
     questions = select_questions(bench, docs, c.suite.max_questions, settings.seed)
     if not questions:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from litseg.rag.rows import count_of
+from litseg.rag.rows import count_of, text_of
 from litseg.rag.config import DEFAULT_CONF_DIR, method_config
 from litseg.rag.benchmarks.records import Benchmark
 from litseg.segmentation.types import Chunk, Document
@@ -143,9 +143,11 @@ def fallback_summary(counts: Mapping[str, int] | None) -> dict[str, Any] | None:
 
 
 def prepare_books(bench: Benchmark, *, max_words: int = 2000, max_sentence_words: int = 120,
+                  keep_front_matter: bool = False, index_matter: bool = True,
                   progress: bool = False) -> dict[str, Document]:
     """Each book with a text as a :class:`Document` with units and sentences (as annotate.py
-    prepares a book file). Books without text are skipped; their questions cannot retrieve."""
+    prepares a book file, the matter settings included). Books without text are skipped; their
+    questions cannot retrieve."""
     from tqdm.auto import tqdm
 
     from litseg.segmentation.preprocess import prepare_document
@@ -155,8 +157,9 @@ def prepare_books(bench: Benchmark, *, max_words: int = 2000, max_sentence_words
         if not book.has_text:
             continue
         doc = Document(book_id=book.book_id, text=book.load_text(), title=book.title,
-                       source_path=str(book.path or ""))
-        prepare_document(doc, max_words=max_words, max_sentence_words=max_sentence_words)
+                       author=text_of(book.meta, "author"), source_path=str(book.path or ""))
+        prepare_document(doc, max_words=max_words, max_sentence_words=max_sentence_words,
+                         keep_front_matter=keep_front_matter, index_matter=index_matter)
         docs[book.book_id] = doc
     return docs
 

@@ -13,6 +13,7 @@ from litseg.segmentation.structure.choice import (
     _absorb_leading_headings,
     _add_prefix_containers,
     _choose_units,
+    _in_sequence,
     _try_caps_titles,
 )
 from litseg.segmentation.structure.contents import parse_contents
@@ -59,7 +60,7 @@ def analyze_structure(text: str, start: int = 0, end: int | None = None, *,
         cands = [h for h in cands if not lo < h.block < contents[1]]
     works = find_works(text, blocks, acc, cands, contents, author)
     if works is None or not _works_win(works, cands, blocks, acc):
-        works = _caps_works(text, blocks, acc, cands)
+        works = _caps_works(text, blocks, acc, cands, title)
     back_block: int | None = None
     if works is not None:
         unit_kind = "listed_title"
@@ -75,6 +76,7 @@ def analyze_structure(text: str, start: int = 0, end: int | None = None, *,
         if choice is None:
             return _unstructured(text, blocks, cands)
         unit_kind, boundaries = choice
+        boundaries = _in_sequence(cands, boundaries, unit_kind, acc)
         _absorb_leading_headings(cands, boundaries, acc)
         back_block, boundaries = _back_matter_start(cands, boundaries, unit_kind)
         chosen = {id(h) for h in boundaries}

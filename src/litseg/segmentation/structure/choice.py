@@ -13,7 +13,9 @@ from litseg.segmentation.structure.thresholds import (
     MAX_FRONT_SHARE,
     MAX_FRONT_WORDS,
     MAX_UNIT_SHARE,
+    MIN_PROSE,
 )
+from litseg.segmentation.types import NEVER_INDEXED
 
 
 _CHAPTER_LIKE = ("scene", "chapter", "stave", "fit", "letter", "canto", "section")
@@ -69,6 +71,31 @@ def _absorb_leading_headings(cands: list[Heading], boundaries: list[Heading], ac
             k -= 1
 
 
+def _in_sequence(cands: list[Heading], boundaries: list[Heading], unit_kind: str,
+                 acc: list[int]) -> list[Heading]:
+    """The boundaries with every apparatus heading that stands where the units' numbers leave a
+    gap made a unit: ``INTRODUCTION`` before ``CHAPTER II`` (a novel whose first chapter is
+    titled so, and listed as chapter I in its contents), or between chapters V and VII. Such a
+    heading takes the missing number, whatever its word (not a contents list, an index or the
+    like, which are no one's writing)."""
+    out = list(boundaries)
+    prev_number: int | None = None
+    prev_block = -1
+    for u in [h for h in boundaries if h.kind == unit_kind]:
+        if u.number is None:
+            continue
+        gap = u.number == 2 if prev_number is None else u.number == prev_number + 2
+        before = [h for h in cands if prev_block < h.block < u.block]
+        h = before[-1] if before else None
+        if (gap and h is not None and h.family == "apparatus" and h.reason not in NEVER_INDEXED
+                and acc[u.block] - acc[h.last_block + 1] >= MIN_PROSE):
+            h.kind, h.family, h.rank, h.number = unit_kind, u.family, u.rank, u.number - 1
+            h.real, h.reason = True, None
+            out.append(h)
+        prev_number, prev_block = u.number, u.block
+    return sorted(out, key=lambda h: h.block)
+
+
 def _add_prefix_containers(text: str, blocks: list[Block], cands: list[Heading]) -> None:
     """``Inferno: Canto I`` names its container; a lone ``INFERNO`` line becomes a part heading."""
     prefixes = {h.prefix.lower() for h in cands if h.prefix}
@@ -97,7 +124,7 @@ def _choose_units(cands: list[Heading], blocks: list[Block], acc: list[int],
         # title) need a run of them
         chapter_like = sorted((k for k in _CHAPTER_LIKE if counts[k] >= (3 if k == "letter" else 2)),
                               key=lambda k: (-counts[k], _CHAPTER_LIKE.index(k)))
-        options += chapter_like
+        options += _outer_first(chapter_like, real)
         if counts["act"]:
             options.append("act")
         options += [k for k in ("numeral_titled", "numeral_bare") if counts[k] >= 2]
@@ -123,6 +150,33 @@ def _choose_units(cands: list[Heading], blocks: list[Block], acc: list[int],
     return None
 
 
+
+
+def _outer_first(kinds: list[str], real: list[Heading]) -> list[str]:
+    """Chapter-like kinds with a kind that encloses another before it: numbered sections inside
+    chapters (``CHAPTER IV`` / ``SECTION 1``, ``SECTION 2``) outnumber the chapters, but the
+    chapter is the unit and the sections stay inside it (children, where the word cap cuts)."""
+    out = list(kinds)
+    for inner in kinds:
+        for outer in kinds:
+            if outer != inner and out.index(inner) < out.index(outer) and _encloses(outer, inner, real):
+                out.remove(outer)
+                out.insert(out.index(inner), outer)
+    return out
+
+
+def _encloses(outer: str, inner: str, real: list[Heading]) -> bool:
+    """Both kinds are numbered, headings of ``outer`` come first and most stretches between two
+    of them hold headings of ``inner``: ``inner`` is a level below ``outer``."""
+    heads = [h for h in real if h.kind in (outer, inner)]
+    if not heads or heads[0].kind != outer or sum(h.number is None for h in heads) > 0.2 * len(heads):
+        return False  # "TO MR. ROSE" over each canto of a poem is a dedication, not a level
+    stretches = holding = 0
+    for k, h in enumerate(heads):
+        if h.kind == outer:
+            stretches += 1
+            holding += k + 1 < len(heads) and heads[k + 1].kind == inner
+    return stretches >= 2 and holding >= 0.5 * stretches
 
 
 def _markdown_unit_level(real: list[Heading]) -> str | None:

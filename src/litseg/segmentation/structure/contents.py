@@ -20,6 +20,7 @@ from litseg.segmentation.structure.numbers import ORDINALS, parse_number
 from litseg.segmentation.structure.patterns import _KW_ALT, _LISTY_PAGE
 from litseg.segmentation.structure.records import Block, Heading
 from litseg.segmentation.structure.thresholds import LIST_BREAK_WORDS
+from litseg.segmentation.types import NEVER_INDEXED
 
 
 @dataclass(slots=True)
@@ -78,6 +79,18 @@ def _mark_ordinal_labels(entries: list[Entry]) -> None:
         n = _ordinal_noun(e.key)
         if n is not None and series[n] >= 2:
             e.label = e.numbered = True
+            e.reason = None
+
+
+def _listed_as_numbered(entries: list[Entry]) -> None:
+    """An entry the contents numbers in the run of its neighbours (``I. Introduction``, ``II.
+    The Quay``) is a chapter whatever its word: it names no front or back matter (unless it is
+    an index, a list or the like: :data:`~litseg.segmentation.types.NEVER_INDEXED`)."""
+    numbered = [e for e in entries if e.number is not None and not e.label]
+    for k, e in enumerate(numbered):
+        prev = numbered[k - 1].number if k else None
+        nxt = numbered[k + 1].number if k + 1 < len(numbered) else None
+        if e.reason is not None and e.reason not in NEVER_INDEXED and (prev == e.number - 1 or nxt == e.number + 1):
             e.reason = None
 
 
@@ -164,6 +177,7 @@ def parse_contents(text: str, blocks: list[Block], cands: list[Heading],
     while entries and book and entries[-1].key == book:
         entries.pop()
     _mark_ordinal_labels(entries)
+    _listed_as_numbered(entries)
     return entries, j
 
 

@@ -181,6 +181,9 @@ def classify_line(line: str) -> tuple[str, str, float, int | None, str, str, boo
     return None
 
 
+_CONTAINER_KINDS = frozenset({"volume", "part", "book", "act"})
+
+
 def _title_like(b: Block) -> bool:
     """Could this block be the subtitle that follows a bare heading ("CHAPTER I" / "THE
     BEGINNING", "1" / "The Old Keeper at the Lantern Inn")?"""
@@ -239,8 +242,13 @@ def _classify_block(text: str, b: Block, i: int, gap: int = 2) -> Heading | None
             return None  # a bold name over a speech is a speaker ("**PROLOGUE**"), not a heading
         word = line.split(None, 1)[0] if line else ""
         c = None
-        if b.blank_before >= gap and len(line) <= 100 and word.isupper() and word.lower() in _KEYWORDS:
-            c = classify_line(line)  # set apart like a heading, not a summary paragraph
+        if word.isupper() and word.lower() in _KEYWORDS and (
+                (b.blank_before >= gap and len(line) <= 100)
+                or (b.prose and len(line) <= 60 and _mostly_upper(line))):
+            # set apart like a heading, not a summary paragraph; or a whole line in capitals over
+            # running text ("LETTER XII. FROM ANNA TO CLARA" over the date and greeting of its
+            # letter), not a line of a list of illustrations
+            c = classify_line(line)
         if c and c[1] == "kw" and c[3] is not None and not c[6]:
             return Heading(block=i, start=b.start, end=b.first_end, last_block=i, kind=c[0],
                            family="kw", rank=c[2], number=c[3], title=_clean(line), prefix=c[5],
@@ -284,15 +292,18 @@ def _classify_block(text: str, b: Block, i: int, gap: int = 2) -> Heading | None
 def _consume_subtitles(text: str, blocks: list[Block], h: Heading, limit: int = 2,
                        max_gap: int = 99) -> None:
     """Title lines right under a bare heading become its title (``CHAPTER I`` / ``THE
-    BEGINNING``); under a PART a line set apart by a wide gap is the first chapter's title."""
+    BEGINNING``, and ``CHAPTER I`` / ``INTRODUCTION``: a chapter titled with a word of front
+    matter is still a chapter); under a PART a line set apart by a wide gap is the first
+    chapter's title."""
     pieces = [h.title]
+    chapter = h.family in ("kw", "numeral") and h.kind not in _CONTAINER_KINDS
     j = h.block + 1
     while j < len(blocks) and j <= h.block + limit:
         nb = blocks[j]
         if not _title_like(nb) or nb.blank_before > max_gap:
             break
         c = classify_line(nb.first)
-        if c and c[1] in ("kw", "numeral", "apparatus"):
+        if c and (c[1] in ("kw", "numeral") or (c[1] == "apparatus" and not chapter)):
             break
         pieces.append(" ".join(text[nb.start:nb.end].split()))
         h.end = nb.end

@@ -23,10 +23,20 @@ def mark_real(cands: list[Heading], blocks: list[Block], prose_acc: list[int]) -
             h.real = True
         elif h.md_level and stop > h.last_block + 1:
             h.real = True  # an explicit Markdown heading needs only some text under it
-        elif nxt is not None and nxt.family != "apparatus" and nxt.rank > h.rank and nxt.real:
+        elif nxt is not None and nxt.family != "apparatus" and _opens_below(h, nxt) and nxt.real:
             h.real = True
         else:
             h.real = False
+
+
+def _opens_below(h: Heading, nxt: Heading) -> bool:
+    """Can ``nxt`` open a level below ``h``: a deeper kind, or another numbered keyword of the
+    same rank (``CHAPTER IV`` then ``SECTION 1``; which of the two encloses the other is decided
+    when the unit kind is chosen)?"""
+    if nxt.rank > h.rank:
+        return True
+    return (nxt.rank == h.rank and nxt.kind != h.kind and h.family == nxt.family == "kw"
+            and h.number is not None and nxt.number is not None)
 
 
 def filter_sequences(cands: list[Heading]) -> None:

@@ -160,10 +160,18 @@ def find_works(text: str, blocks: list[Block], acc: list[int], cands: list[Headi
     return Works(mains=mains, children=children + front, back_block=back_block)
 
 
-def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Heading]) -> Works | None:
+def _title_keys(title: str) -> set[str]:
+    """The book's title from its header, normalised, with and without its subtitle."""
+    main = re.split(r"\s*(?:[:;]|,?\s+or,?\s+)\s*", title, maxsplit=1, flags=re.I)[0]
+    return {k for k in (_norm(title), _norm(main)) if k}
+
+
+def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Heading],
+                title: str = "") -> Works | None:
     """Stories of a collection without a contents list: upper-case titles set apart by wide
     gaps, with the numbered headings found starting over under them (a story in parts) and at
-    least one story with no numbered part at all - else the titles only group chapters."""
+    least one story with no numbered part at all - else the titles only group chapters. The
+    book's own title line (a title page or half-title over the chapters) names no story."""
     choice = _choose_units(cands, blocks, acc)
     if choice is None or choice[0] in _CONTAINERS or choice[0] in ("act", "scene") or choice[0].startswith("md"):
         return None
@@ -173,6 +181,7 @@ def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Head
     taken = {k for h in cands for k in range(h.block, h.last_block + 1)}
     caps = caps_title_candidates(text, blocks, taken=taken, min_count=2)
     apparatus = [h.block for h in cands if h.family == "apparatus"]
+    book_title = _title_keys(title)
     mains = []
     for h in caps:
         nxt = _next_block(caps, h, len(blocks))
@@ -180,6 +189,8 @@ def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Head
             continue
         if any(h.block < a < nxt for a in apparatus):
             continue  # a title page over an introduction or a contents list
+        if _norm(_clean(blocks[h.block].first)) in book_title and any(h.block < u.block < nxt for u in units):
+            continue  # the book's title over its chapters, not a story holding them
         mains.append(h)
     if len(mains) < 2:
         return None
