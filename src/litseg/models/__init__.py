@@ -31,7 +31,7 @@ def resolve_adapter(value: str) -> str:
     path = Path(value).expanduser()
     if path.exists():
         return str(path)
-    if "/" not in value and (MODELS_DIR / value / "adapter_config.json").is_file():
+    if (MODELS_DIR / value / "adapter_config.json").is_file():  # a shipped adapter, or one inside a shipped model
         return str(MODELS_DIR / value)
     return value  # the backend reports it as missing, naming the value
 

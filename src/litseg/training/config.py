@@ -17,7 +17,7 @@ from typing import Any
 
 from litseg.utils.config import ConfigError, config_schema, from_dict, to_plain
 
-STAGE_KINDS = ("sft", "grpo")
+STAGE_KINDS = ("sft", "grpo", "boundary")
 
 
 @config_schema("model", entry="train", default_option="smollm2_135m")
@@ -147,6 +147,29 @@ class GRPOSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class BoundarySettings:
+    """``stage.boundary``: the boundary and context scorers of LitSeg-Tagger (litseg.training.tagger)."""
+
+    encoder: str = "default"  # sentence encoder (frozen): a sentence-transformers folder; default = packaged MiniLM
+    epochs: int = 8
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.01
+    seeds: int = 3  # boundary nets in the ensemble (their scores are averaged)
+    hidden: int = 128
+    layers: int = 2
+    dropout: float = 0.2
+    cue_buckets: int = 2048
+    cue_dim: int = 16
+    positive_weight: float = 3.0  # weight of a teacher cut in the loss (cuts are about 7 % of sentences)
+    neighbour_label: float = 0.3  # soft label one sentence either side of a teacher cut
+    min_block: int = 2  # the decoder's minimum block length (sentences)
+    threshold_rule: str = "match_count"  # match_count | best_f1, on the validation books
+    context_epochs: int = 400
+    context_min_precision: float = 0.5  # context is switched on only at a threshold this precise
+    max_context: int = 1
+
+
 @config_schema("stage", entry="train", default_option="sft")
 @dataclass
 class StageConfig:
@@ -156,6 +179,7 @@ class StageConfig:
     run: list[str] = field(default_factory=lambda: ["sft"])
     sft: SFTSettings = field(default_factory=SFTSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    boundary: BoundarySettings = field(default_factory=BoundarySettings)
 
 
 @dataclass

@@ -18,6 +18,7 @@ import glob
 import hashlib
 import json
 import logging
+import random
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from litseg.chunkers.llm_common import number_sentences, render_single_pass_messages
+from litseg.chunkers.tagger import WRITER_SCHEMA
 from litseg.utils.config import ConfigError
 from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import blocking_issues, validate_segments
 from litseg.training.splits import assign_books, load_book_split
+from litseg.training.writer_data import build_writer_examples
 
 log = logging.getLogger(__name__)
 
@@ -401,18 +404,20 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
     for run in run_dirs:
         units.extend(read_teacher_units(run, report, drop_fallbacks=data_cfg.drop_fallbacks,
                                         min_sentences=data_cfg.min_sentences))
-    rows = build_examples(units, prompt, tokenizer, max_prompt_tokens=data_cfg.max_prompt_tokens,
-                          max_completion_tokens=data_cfg.max_completion_tokens,
-                          max_total_tokens=data_cfg.max_total_tokens,
-                          length_reference=data_cfg.length_reference, report=report,
-                          chat_template_kwargs=chat_template_kwargs)
+    if prompt["schema"] == WRITER_SCHEMA:  # LitSeg-Tagger's writer: one example per teacher block
+        rows = build_writer_examples(units, prompt, tokenizer, report=report, token_lengths=token_lengths,
+                                     chat_template_kwargs=chat_template_kwargs,
+                                     max_prompt_tokens=data_cfg.max_prompt_tokens,
+                                     max_completion_tokens=data_cfg.max_completion_tokens)
+    else:
+        rows = build_examples(units, prompt, tokenizer, max_prompt_tokens=data_cfg.max_prompt_tokens,
+                              max_completion_tokens=data_cfg.max_completion_tokens,
+                              max_total_tokens=data_cfg.max_total_tokens,
+                              length_reference=data_cfg.length_reference, report=report,
+                              chat_template_kwargs=chat_template_kwargs)
     if not rows:
         raise ValueError(f"no training example left: {report.summary()}")
-    if data_cfg.split:
-        assignment = assign_books((r["book_id"] for r in rows), load_book_split(data_cfg.split))
-    else:
-        assignment = split_books((r["book_id"] for r in rows), val_fraction=data_cfg.val_fraction,
-                                 test_fraction=data_cfg.test_fraction, seed=data_cfg.split_seed)
+    assignment = book_assignment(data_cfg, (r["book_id"] for r in rows))
     by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
     for r in rows:
         where = assignment[r["book_id"]]
@@ -425,7 +430,9 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
             extra = len(by_split[s]) - data_cfg.max_examples
             if extra > 0:
                 report.drop(f"over_max_examples_{s}", extra)
-                by_split[s] = by_split[s][: data_cfg.max_examples]
+                # a seeded draw over every book, in the original order (not the first books only)
+                keep = sorted(random.Random(data_cfg.split_seed).sample(range(len(by_split[s])), data_cfg.max_examples))
+                by_split[s] = [by_split[s][i] for i in keep]
     report.examples = {s: len(v) for s, v in by_split.items() if v}
     report.books = {s: sorted({r["book_id"] for r in v}) for s, v in by_split.items() if v}
     kept = [r for v in by_split.values() for r in v]
@@ -433,6 +440,35 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
     report.completion_tokens = _stats([r["completion_tokens"] for r in kept])
     log.info("training data: %s", report.summary())
     return DatasetDict({s: Dataset.from_list(v) for s, v in by_split.items() if v}), report
+
+
+def book_assignment(data_cfg: Any, book_ids: Iterable[str]) -> dict[str, str]:
+    """Each book's split: from the fixed split file (``data.split``), else drawn by fractions."""
+    if data_cfg.split:
+        return assign_books(book_ids, load_book_split(data_cfg.split))
+    return split_books(book_ids, val_fraction=data_cfg.val_fraction, test_fraction=data_cfg.test_fraction,
+                       seed=data_cfg.split_seed)
+
+
+def teacher_units_by_split(data_cfg: Any, runs: Sequence[str | Path], report: DataReport) -> dict[str, list[TeacherUnit]]:
+    """The usable teacher units of ``runs`` by split (books of ``excluded`` left out, counted)."""
+    run_dirs = expand_runs(runs)
+    if not run_dirs:
+        raise ValueError("no annotate run directories given: set data.runs=[outputs/annotate/...]")
+    check_teacher_runs(run_dirs)
+    units: list[TeacherUnit] = []
+    for run in run_dirs:
+        units.extend(read_teacher_units(run, report, drop_fallbacks=data_cfg.drop_fallbacks,
+                                        min_sentences=data_cfg.min_sentences))
+    assignment = book_assignment(data_cfg, (u.book_id for u in units))
+    out: dict[str, list[TeacherUnit]] = {s: [] for s in SPLITS}
+    for u in units:
+        where = assignment[u.book_id]
+        if where == "excluded":
+            report.drop("book_excluded_by_split")
+            continue
+        out[where].append(u)
+    return out
 
 
 def write_report(report: DataReport, path: str | Path) -> None:

@@ -19,6 +19,9 @@ from typing import Any
 from litseg.training.config import TrainConfig, to_dict, train_config_from
 from litseg.training.launch import RUN_ID_ENV, main_first, share_run_id  # noqa: F401 - train.py imports these here
 from litseg.training.stages import StagePlan, _rewards_logged, run_stages  # noqa: F401 - _rewards_logged: tests
+from litseg.chunkers.tagger import WRITER_SCHEMA
+from litseg.training.tagger_files import assemble_tagger, boundary_metrics
+from litseg.training.writer_data import evaluate_writer
 from litseg.utils.task import Task, start_task
 
 log = logging.getLogger(__name__)
@@ -47,20 +50,24 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     if device_kind() == "cpu":
         bound_cpu_heap()
     tokenizer = load_tokenizer(tc.model)
-    datasets, report = _build_data(tc, tokenizer, out, main)
+    datasets, report, runs = _build_data(tc, tokenizer, out, main)
     logger = RunLogger(tc.logger, run_dir=out, run_name=f"{tc.experiment_name}-{out.name}",
                        experiment=tc.experiment_name, prompt_version=str(tc.prompt["version"]), commit=task.commit,
                        config=to_dict(tc), main=main)
     reward_funcs, reward_weights = _rewards(tc)
     plan = StagePlan(tc=tc, out=out, tokenizer=tokenizer, datasets=datasets, examples=report.examples,
                      longest=report.longest_completion(), reward_funcs=reward_funcs, reward_weights=reward_weights,
-                     report_to=logger.report_to, commit=task.commit, main=main)
+                     report_to=logger.report_to, commit=task.commit, main=main, runs=runs)
     try:
         warnings: list[str] = []
         stages, adapter_in = run_stages(plan, warnings)
         final_adapter, merged = _final_adapter(tc, out, adapter_in, main)
         trained = final_adapter or (adapter_in if tc.stage.run else None)
         evaluation = _evaluate(plan, trained, warnings)
+        if "boundary" in stages:
+            evaluation.update(boundary_metrics(stages["boundary"]))
+            if main:
+                assemble_tagger(plan, out / "tagger", stages["boundary"], final_adapter)
         summary = _summary(plan, task, report, stages, evaluation, final_adapter, merged, warnings, logger.tags)
         if main:
             task.finish(summary, summary["metric"], file=SUMMARY)
@@ -74,7 +81,7 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     return summary
 
 
-def _build_data(tc: TrainConfig, tokenizer: Any, out: Path, main: bool) -> tuple[Any, Any]:
+def _build_data(tc: TrainConfig, tokenizer: Any, out: Path, main: bool) -> tuple[Any, Any, list[str]]:
     """The DatasetDict of the teacher runs (a synthetic teacher run for smoke runs without any),
     its report written as data_report.json; GRPO refused early when one batch cannot be filled."""
     from litseg.training.data import build_datasets, write_report
@@ -90,7 +97,7 @@ def _build_data(tc: TrainConfig, tokenizer: Any, out: Path, main: bool) -> tuple
         write_report(report, out / "data_report.json")
     if "grpo" in tc.stage.run:
         check_grpo_examples(tc.stage.grpo, report.n_examples("train"))
-    return datasets, report
+    return datasets, report, runs
 
 
 def _rewards(tc: TrainConfig) -> tuple[list[Any], list[float]]:
@@ -142,6 +149,9 @@ def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dic
     rows = plan.datasets[tc.eval.split]
     if tc.eval.max_examples is not None:
         rows = rows.select(range(min(len(rows), tc.eval.max_examples)))
+    if tc.prompt["schema"] == WRITER_SCHEMA and trained is None:
+        return {}  # a boundary stage alone: the writer was not trained in this run
+
     max_new = tc.eval.max_new_tokens or completion_length(tc.stage.grpo, plan.longest)[0]
     if trained is not None and not tc.peft.enabled:
         base, adapter, embedded = str(trained), None, False  # full fine-tuning saved a whole model
@@ -152,6 +162,8 @@ def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dic
     llm = build_llm(inference_llm_config(base, adapter, backend=tc.eval.backend, embedded=embedded,
                                          lora_rank=tc.peft.r, **backend_settings))
     try:
+        if tc.prompt["schema"] == WRITER_SCHEMA:
+            return evaluate_writer(list(rows), llm, max_new_tokens=64, samples_path=plan.out / "eval_samples.jsonl")
         return evaluate_split_rows(rows, llm, plan.reward_funcs, plan.reward_weights, max_new, tc,
                                    plan.out / "eval_samples.jsonl")
     finally:

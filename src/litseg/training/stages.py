@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class StagePlan:
     report_to: list[str]
     commit: str | None
     main: bool
+    runs: list[str] = field(default_factory=list)  # the teacher run directories (the boundary stage reads them)
 
 
 def _settings_hash(value: Any) -> str:
@@ -129,6 +130,17 @@ def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Pa
         settings = {"stage": to_dict(getattr(tc.stage, kind)), "model": to_dict(tc.model),
                     "peft": to_dict(tc.peft), "adapter_in": str(adapter_in), "data": plan.examples}
         reused = _reused(plan, stage_dir, settings)
+        if kind == "boundary":  # LitSeg-Tagger's reading half: no adapter, the chat model is not loaded
+            if reused is None:
+                from litseg.training.tagger import run_boundary_stage
+
+                reused = run_boundary_stage(plan, stage_dir)
+                (stage_dir / MARKER).write_text(json.dumps({"settings_hash": _settings_hash(settings),
+                                                            "result": reused}, indent=2, default=str) + "\n")
+            else:
+                log.info("stage boundary already finished in %s; reusing its nets", stage_dir)
+            stages[kind] = reused
+            continue
         if reused is not None:
             log.info("stage %s already finished in %s; reusing its adapter", kind, stage_dir)
             stages[kind] = reused

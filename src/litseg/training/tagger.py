@@ -1,0 +1,320 @@
+"""Training the reading half of LitSeg-Tagger: the boundary scorer and the context scorer.
+
+``python train.py +experiment=tagger`` runs two stages: ``boundary`` (here) and ``sft`` (the
+writer of subtitles, a LoRA of the chat model trained by TRL on the teacher's blocks,
+:mod:`litseg.training.writer_data`). The boundary stage:
+
+1. reads the teacher units of every split (``data.split``: books, never chapters, are held out)
+   and embeds their sentences with the frozen sentence encoder (cached in the stage folder, so a
+   rerun or a resumed run does not pay again);
+2. trains ``stage.boundary.seeds`` boundary nets (an ensemble: their scores are averaged) with
+   binary cross-entropy on "a block starts here", teacher cuts weighted up and their neighbours
+   labelled softly (one sentence either side is a near miss, not a false cut); each net's state
+   is saved after every epoch, so a killed run continues where it stopped;
+3. picks the decoding threshold on the validation books: by default the one at which the nets cut
+   as often as the teacher does there (``threshold_rule: match_count``), so the threshold is set by
+   how much the teacher cuts, not by the tolerance of the agreement score;
+4. trains the context scorer on (block, earlier sentence) pairs and turns it on only at a
+   threshold whose validation precision reaches ``context_min_precision`` (else it stays off and
+   the record says so);
+5. writes the nets and their settings to ``stages/boundary/model`` with the validation scores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from litseg.chunkers.tagger_model import (
+    BoundaryNet,
+    ContextNet,
+    NetSettings,
+    TaggerNets,
+    context_candidates,
+    context_pair_features,
+    cue_tensor,
+    save_nets,
+    sentence_features,
+)
+from litseg.segmentation.agreement import micro_boundary_f1
+from litseg.segmentation.cut_decoding import blocks_from_cuts, decode_cuts
+from litseg.training.config import BoundarySettings
+from litseg.training.data import TeacherUnit
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EncodedUnit:
+    """A teacher unit ready for the nets: sentence texts, paragraph starts, embeddings, cuts."""
+
+    unit: TeacherUnit
+    features: Any  # torch [n, d]
+    cues: Any  # torch [n, k]
+    embeddings: Any  # torch [n, dim]
+    target: Any  # torch [n]: 1 where a teacher block starts
+    cuts: list[int] = field(default_factory=list)
+
+
+def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict[str, Any]:
+    """Sentence embeddings of every unit (unit key -> float32 array), cached in ``cache``."""
+    import numpy as np
+
+    from litseg.chunkers.tagger import encoder_text
+    from litseg.embeddings import load_embedder
+
+    stored: dict[str, Any] = {}
+    if cache.is_file():
+        with np.load(cache) as data:
+            stored = {k: data[k] for k in data.files}
+    missing = [u for u in units if u.key not in stored]
+    if missing:
+        embedder = load_embedder(None if encoder == "default" else encoder)
+        t0 = time.perf_counter()
+        flat = [encoder_text(t) for u in missing for t in u.sentences]
+        vectors = embedder.encode(flat)
+        log.info("embedded %d sentences of %d units in %.0f s", len(flat), len(missing), time.perf_counter() - t0)
+        at = 0
+        for u in missing:
+            stored[u.key] = vectors[at:at + u.n_sentences]
+            at += u.n_sentences
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp.npz")
+        np.savez(tmp, **stored)
+        tmp.replace(cache)
+    return {u.key: stored[u.key] for u in units}
+
+
+def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int) -> list[EncodedUnit]:
+    import torch
+
+    out = []
+    for u in units:
+        emb = torch.tensor(vectors[u.key])
+        para = u.paragraph_starts or [False] * u.n_sentences
+        target = torch.zeros(u.n_sentences)
+        cuts = sorted({int(s.from_idx) for s in u.segments if int(s.from_idx) > 1})
+        for c in cuts:
+            target[c - 1] = 1.0
+        out.append(EncodedUnit(u, sentence_features(u.sentences, para, emb), cue_tensor(u.sentences, buckets),
+                               emb, target, cuts))
+    return out
+
+
+def _soft_target(target: Any, neighbour: float) -> Any:
+    import torch
+
+    near = torch.zeros_like(target)
+    near[1:] += target[:-1]
+    near[:-1] += target[1:]
+    return torch.maximum(target, neighbour * (near > 0).float())
+
+
+def train_boundary_net(train: Sequence[EncodedUnit], s: BoundarySettings, net_settings: NetSettings, seed: int,
+                       checkpoint: Path) -> BoundaryNet:
+    """One boundary net, resumable: its state and epoch are saved after every epoch."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    net = BoundaryNet(train[0].features.shape[1], net_settings)
+    opt = torch.optim.AdamW(net.parameters(), lr=s.learning_rate, weight_decay=s.weight_decay)
+    start = 0
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=False)
+        net.load_state_dict(state["net"])
+        opt.load_state_dict(state["opt"])
+        start = int(state["epoch"]) + 1
+        rng.setstate(state["rng"])
+        log.info("boundary net %d resumes after epoch %d", seed, start)
+    order = list(range(len(train)))
+    for epoch in range(start, s.epochs):
+        net.train()
+        rng.shuffle(order)
+        total = 0.0
+        for i in order:
+            u = train[i]
+            logits = net(u.features, u.cues)
+            weight = 1 + (s.positive_weight - 1) * u.target
+            loss = nn.functional.binary_cross_entropy_with_logits(
+                logits[1:], _soft_target(u.target, s.neighbour_label)[1:], weight=weight[1:])
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            total += float(loss)
+        log.info("boundary net %d epoch %d: loss %.4f", seed, epoch, total / len(train))
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch, "rng": rng.getstate()},
+                   checkpoint)
+    return net.eval()
+
+
+def score_cuts(nets: TaggerNets, units: Sequence[EncodedUnit], threshold: float, min_block: int) -> dict[str, Any]:
+    """Agreement with the teacher's cuts on ``units`` (within one sentence, and exact)."""
+    pairs = []
+    for u in units:
+        scores = nets.scores(u.unit.sentences, u.unit.paragraph_starts or [False] * u.unit.n_sentences, u.embeddings)
+        cuts = decode_cuts(scores, threshold=threshold, min_block=min_block)
+        blocks = [{"from_idx": a, "to_idx": b} for a, b in blocks_from_cuts(cuts, u.unit.n_sentences)]
+        pairs.append((blocks, [s.model_dump() for s in u.unit.segments]))
+    near, exact = micro_boundary_f1(pairs, tolerance=1), micro_boundary_f1(pairs, tolerance=0)
+    return {"threshold": threshold, "f1": near.f1, "precision": near.precision, "recall": near.recall,
+            "exact_f1": exact.f1, "predicted": near.predicted, "reference": near.reference}
+
+
+def choose_threshold(nets: TaggerNets, validation: Sequence[EncodedUnit], s: BoundarySettings) -> dict[str, Any]:
+    """The decoding threshold chosen on the validation books, with the scores at every candidate."""
+    candidates = [round(-2.0 + 0.25 * k, 2) for k in range(17)]
+    tried = [score_cuts(nets, validation, t, s.min_block) for t in candidates]
+    if s.threshold_rule == "best_f1":
+        best = max(tried, key=lambda r: (r["f1"], -abs(r["predicted"] - r["reference"])))
+    elif s.threshold_rule == "match_count":
+        best = min(tried, key=lambda r: (abs(r["predicted"] - r["reference"]), -r["f1"]))
+    else:
+        raise ValueError(f"stage.boundary.threshold_rule: match_count or best_f1, got {s.threshold_rule!r}")
+    return {"chosen": best, "tried": tried, "rule": s.threshold_rule}
+
+
+def context_pairs(units: Sequence[EncodedUnit]) -> tuple[Any, Any, list[tuple[int, int, int]]]:
+    """Features and labels of every (teacher block, earlier non-adjacent sentence) pair."""
+    import torch
+
+    rows, labels, where = [], [], []
+    for ui, u in enumerate(units):
+        para = u.unit.paragraph_starts or [False] * u.unit.n_sentences
+        for bi, seg in enumerate(u.unit.segments):
+            block = (int(seg.from_idx), int(seg.to_idx))
+            candidates = context_candidates(block)
+            if not candidates:
+                continue
+            rows.append(context_pair_features(u.unit.sentences, para, u.embeddings, block, candidates))
+            gold = set(seg.context_idx)
+            labels.extend(float(j in gold) for j in candidates)
+            where.extend((ui, bi, j) for j in candidates)
+    if not rows:
+        return torch.zeros(0, 12), torch.zeros(0), []
+    return torch.cat(rows), torch.tensor(labels), where
+
+
+def train_context(train: Sequence[EncodedUnit], validation: Sequence[EncodedUnit], s: BoundarySettings,
+                  net_settings: NetSettings, seed: int = 0) -> tuple[ContextNet, dict[str, Any]]:
+    """The context scorer and the threshold it runs at (1.0, i.e. off, when none is precise enough)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    x, y, _ = context_pairs(train)
+    net = ContextNet()
+    if len(y) == 0 or float(y.sum()) == 0:
+        net_settings.context_mean, net_settings.context_std = [0.0] * 12, [1.0] * 12
+        net_settings.context_threshold, net_settings.max_context = 1.0, 0
+        return net, {"pairs": 0, "on": False, "why": "no teacher context in the training units"}
+    mean, std = x.mean(0), x.std(0) + 1e-6
+    net_settings.context_mean, net_settings.context_std = mean.tolist(), std.tolist()
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    positive = torch.tensor(float((len(y) - y.sum()) / y.sum()) ** 0.5)
+    for _ in range(s.context_epochs):
+        loss = nn.functional.binary_cross_entropy_with_logits(net((x - mean) / std), y, pos_weight=positive)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    report = context_thresholds(net.eval(), validation, mean, std, s.max_context)
+    good = [r for r in report if r["picked"] and r["precision"] >= s.context_min_precision]
+    chosen = max(good, key=lambda r: r["recall"]) if good else None
+    net_settings.max_context = s.max_context if chosen else 0
+    net_settings.context_threshold = chosen["threshold"] if chosen else 1.0
+    return net, {"pairs": int(len(y)), "positives": int(y.sum()), "validation": report, "on": chosen is not None,
+                 "chosen": chosen, "min_precision": s.context_min_precision}
+
+
+def context_thresholds(net: Any, validation: Sequence[EncodedUnit], mean: Any, std: Any, k: int) -> list[dict[str, Any]]:
+    """Precision and recall of the top-``k`` context picks per block at a range of thresholds."""
+    import torch
+
+    x, y, where = context_pairs(validation)
+    if len(y) == 0:
+        return []
+    with torch.no_grad():
+        p = torch.sigmoid(net((x - mean) / std)).tolist()
+    by_block: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for prob, label, (ui, bi, _) in zip(p, y.tolist(), where):
+        by_block.setdefault((ui, bi), []).append((prob, label))
+    gold = float(y.sum())
+    out = []
+    for threshold in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        hit = picked = 0.0
+        for items in by_block.values():
+            for prob, label in sorted(items, reverse=True)[:k]:
+                if prob > threshold:
+                    picked += 1
+                    hit += label
+        out.append({"threshold": threshold, "picked": int(picked), "precision": hit / picked if picked else 0.0,
+                    "recall": hit / gold if gold else 0.0})
+    return out
+
+
+def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, stage_dir: Path) -> dict[str, Any]:
+    """The boundary stage: nets trained, threshold and context chosen on validation, files written."""
+    net_settings = NetSettings(cue_buckets=s.cue_buckets, cue_dim=s.cue_dim, hidden=s.hidden, layers=s.layers,
+                               dropout=s.dropout, ensemble=s.seeds, min_block=s.min_block)
+    if not units.get("train"):
+        raise ValueError("the boundary stage has no training unit (data.runs / data.split)")
+    if not units.get("validation"):
+        raise ValueError("the boundary stage needs validation books to choose its threshold "
+                         "(data.split or data.val_fraction)")
+    every = [u for split in units.values() for u in split]
+    vectors = embed_units(every, s.encoder, stage_dir / "embeddings.npz")
+    train = encode(units["train"], vectors, s.cue_buckets)
+    validation = encode(units["validation"], vectors, s.cue_buckets)
+    boundary = [train_boundary_net(train, s, net_settings, seed, stage_dir / f"net-{seed}.pt")
+                for seed in range(s.seeds)]
+    context, context_report = train_context(train, validation, s, net_settings)
+    nets = TaggerNets(net_settings, boundary, context)
+    threshold = choose_threshold(nets, validation, s)
+    net_settings.threshold = threshold["chosen"]["threshold"]
+    settings = save_nets(nets, stage_dir / "model")
+    record = {"settings": settings, "encoder": s.encoder, "threshold": threshold, "context": context_report,
+              "units": {k: len(v) for k, v in units.items()}, "validation": threshold["chosen"]}
+    (stage_dir / "model" / "training.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    return record
+
+
+def run_boundary_stage(plan: Any, stage_dir: Path) -> dict[str, Any]:
+    """The ``boundary`` stage of ``train.py``: the teacher units of the run's data, by split, through
+    :func:`train_tagger_nets`; the stage record says which tensors training changed."""
+    from litseg.training.data import DataReport, teacher_units_by_split
+
+    tc = plan.tc
+    started = time.time()
+    report = DataReport(schema="boundary", prompt_version=str(tc.prompt.get("version", "")))
+    units = teacher_units_by_split(tc.data, plan.runs, report)
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    record = train_tagger_nets(units, tc.stage.boundary, stage_dir)
+    record.update(seconds=round(time.time() - started, 3), data=report.to_dict(),
+                  params=changed_tensors(stage_dir / "model", record["settings"]))
+    return record
+
+
+def changed_tensors(model_dir: Path, settings: dict[str, Any]) -> dict[str, int]:
+    """How many tensors of the saved nets differ from a freshly initialised net of the same shape
+    (a boundary stage that trained nothing would leave them at their initial values)."""
+    import torch
+    from safetensors.torch import load_file
+
+    saved = load_file(str(model_dir / "boundary.safetensors"))
+    total = changed = 0
+    for k in range(int(settings["ensemble"])):
+        torch.manual_seed(k)
+        fresh = BoundaryNet(next(t for n, t in saved.items() if n.startswith(f"{k}.inp.1.weight")).shape[1]
+                            - int(settings["cue_dim"]), NetSettings(**settings)).state_dict()
+        for name, t in fresh.items():
+            total += 1
+            changed += int(not torch.equal(t, saved[f"{k}.{name}"]))
+    return {"trainable_tensors": total, "changed_tensors": changed}

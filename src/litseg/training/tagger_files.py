@@ -1,0 +1,66 @@
+"""The folder a LitSeg-Tagger run leaves (``RUN/tagger``), which ``method.model=`` takes.
+
+```
+tagger/
+  tagger.json            name, sentence encoder, net settings (threshold, context), writer, data,
+                         validation figures, commit, digest of the weights
+  boundary.safetensors   the boundary nets (an ensemble)
+  context.safetensors    the context scorer
+  training.json          what the boundary stage measured on the validation books
+  writer/                the writer's LoRA adapter (absent when the run trained no writer)
+```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+NET_FILES = ("boundary.safetensors", "context.safetensors", "training.json")
+
+
+def boundary_metrics(record: dict[str, Any]) -> dict[str, float]:
+    """The boundary stage's validation figures as evaluation metrics (``eval/boundary_f1`` is the
+    agreement with the teacher's cuts within one sentence at the chosen threshold)."""
+    v = record.get("validation") or {}
+    return {"eval/boundary_f1": float(v.get("f1", float("nan"))),
+            "eval/boundary_exact_f1": float(v.get("exact_f1", float("nan"))),
+            "eval/boundary_cuts": float(v.get("predicted", 0)), "eval/teacher_cuts": float(v.get("reference", 0))}
+
+
+def weights_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*.safetensors")):
+        h.update(path.relative_to(folder).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def assemble_tagger(plan: Any, dest: Path, boundary: dict[str, Any], writer_adapter: Path | None) -> Path:
+    """Copy the nets and the writer into ``dest`` and describe them in ``tagger.json``."""
+    tc = plan.tc
+    model_dir = plan.out / "stages" / "boundary" / "model"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for name in NET_FILES:
+        shutil.copy2(model_dir / name, dest / name)
+    if writer_adapter is not None:
+        shutil.copytree(writer_adapter, dest / "writer")
+    meta = {
+        "name": dest.parent.name if dest.name == "tagger" else dest.name,
+        "encoder": boundary.get("encoder", "default"),
+        "nets": boundary["settings"],
+        "writer": None if writer_adapter is None else {
+            "adapter": "writer", "base_model": tc.model.path, "model_name": tc.model.name,
+            "prompt": tc.prompt.get("name"), "prompt_version": str(tc.prompt.get("version"))},
+        "data": {"runs": list(plan.runs), "split": tc.data.split, "units": boundary.get("units")},
+        "validation": boundary.get("validation"),
+        "context": {k: v for k, v in (boundary.get("context") or {}).items() if k != "validation"},
+        "git_commit": plan.commit,
+    }
+    meta["digest"] = weights_digest(dest)
+    (dest / "tagger.json").write_text(json.dumps(meta, indent=1, default=str) + "\n", encoding="utf-8")
+    return dest
