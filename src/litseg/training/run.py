@@ -57,7 +57,7 @@ def _train(tc: TrainConfig, cfg: Any, run_dir: str | Path | None, reward_funcs: 
            reward_weights: list[float]) -> dict[str, Any]:
     from transformers import set_seed
 
-    from litseg.training.builders import bound_cpu_heap, device_kind, is_main_process, load_tokenizer
+    from litseg.training.builders import bound_cpu_heap, device_kind, is_main_process, leave_zero3, load_tokenizer
     from litseg.training.loggers import RunLogger
 
     main = is_main_process()
@@ -77,6 +77,7 @@ def _train(tc: TrainConfig, cfg: Any, run_dir: str | Path | None, reward_funcs: 
     try:
         warnings: list[str] = []
         stages, adapter_in = run_stages(plan, warnings)
+        leave_zero3()
         final_adapter, merged = _final_adapter(tc, out, adapter_in, main)
         trained = final_adapter or (adapter_in if tc.stage.run else None)
         evaluation = _evaluate(plan, trained, warnings)
