@@ -302,3 +302,22 @@ def test_after_a_zero3_stage_the_evaluation_model_loads_whole(tmp_path):
     finally:
         unset_hf_deepspeed_config()
     assert summary["eval"]["eval/examples"] == 1.0
+
+
+def test_the_evaluation_engine_gets_a_share_of_what_is_free_after_the_trainer(monkeypatch):
+    """eval.backend=vllm started its engine at vLLM's 0.9 of the card inside the training process,
+    with the trainer's cached memory still held and a judge perhaps beside it."""
+    import torch
+
+    from litseg.training import builders
+    from litseg.training.run import _engine_memory
+
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (40 * 2**30, 80 * 2**30))
+    assert _engine_memory() == {"gpu_memory_utilization": round(builders.ENGINE_SHARE_OF_FREE * 0.5, 3)}
+    assert emptied  # the trainer's cache went back first
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (2 * 2**30, 80 * 2**30))
+    with pytest.raises(SetupError, match="only 2.0 of 80.0 GiB of the GPU are free"):
+        _engine_memory()
