@@ -326,7 +326,7 @@ def _transformers_dry(work: Path, judge: Any) -> str:
     from litseg.llm.transformers_backend import TransformersChatModel
     from litseg.testing.tiny_models import tiny_causal_lm_dir
 
-    n, requests = unit_requests(max_tokens=24)
+    n, requests = unit_requests(max_tokens=24, sentences=6)
     model = TransformersChatModel(str(tiny_causal_lm_dir()), dtype="float32", device="cpu", batch_size=2)
     return "tiny model on the CPU: " + check_answers(n, model.chat_batch(requests), complete=False)
 
