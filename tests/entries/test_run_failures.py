@@ -350,7 +350,8 @@ def test_annotate_turns_known_errors_into_one_line_and_exit_code_2(case: str, tm
 
 
 def test_train_turns_known_errors_into_one_line(tmp_path: Path) -> None:
-    train = run_script("train.py", "+experiment=sft", "data.runs=[/nonexistent/run]", f"hydra.run.dir={tmp_path / 't'}")
+    train = run_script("train.py", "+experiment=sft", "model=smollm2_135m", "data.runs=[/nonexistent/run]",
+                       f"hydra.run.dir={tmp_path / 't'}")
     assert train.returncode == SETUP_EXIT, train.stderr[-3000:]
     errors = [line for line in train.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "/nonexistent/run is not an annotate run directory" in errors[0]

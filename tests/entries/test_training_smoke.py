@@ -157,7 +157,7 @@ def test_a_judge_that_dies_mid_run_stops_grpo_with_the_error(teacher_run, tmp_pa
     # The random tiny model writes no readable answer, so nothing would reach the judge: read
     # every answer as one block, so that each step asks the judge.
     monkeypatch.setattr(NarratologicalJudgeReward, "student_segments",
-                        lambda self, text, schema: [Segment(subtitle="all", from_idx=1, to_idx=1)])
+                        lambda self, text, schema, n_sentences: [Segment(subtitle="all", from_idx=1, to_idx=1)])
     run_dir = tmp_path / "grpo"
     cfg = compose_train(["+experiment=grpo", "debug=smoke", f"data.runs=[{teacher_run}]",
                          "judge_llm.backend=tests.training_helpers:make_dying_judge", "+judge_llm.good_batches=1",

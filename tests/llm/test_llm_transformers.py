@@ -206,3 +206,27 @@ def test_context_window_is_respected() -> None:
     fits = short.chat(ask("hi", max_tokens=500))
     assert fits.error is None and fits.finish_reason == "length"
     assert fits.completion_tokens == 64 - prompt_tokens  # cut where the positions end
+
+
+def test_the_models_own_generation_defaults_do_not_change_the_answer(tmp_path: Path) -> None:
+    """A model folder's generation_config.json (Qwen2.5's sets repetition_penalty 1.05, top_k 20)
+    used to fill whatever a request left unset, so the same request decoded differently here than
+    in TRL's rollouts, vLLM and a server. A folder that forbids the greedy answer's first token
+    must still give the same answer as one without preferences."""
+    import shutil
+
+    plain = tiny_causal_lm_dir()
+    request = ChatRequest(messages=[{"role": "user", "content": "Tell me about the lighthouse."}], max_tokens=8)
+    reference = TransformersChatModel(str(plain), dtype="float32", device="cpu").chat(request)
+    first = TransformersChatModel(str(plain), dtype="float32", device="cpu").tokenizer(
+        reference.text, add_special_tokens=False)["input_ids"][0]
+    opinionated = tmp_path / "opinionated"
+    shutil.copytree(plain, opinionated)
+    config = json.loads((opinionated / "generation_config.json").read_text())
+    config.update(repetition_penalty=5.0, suppress_tokens=[first], no_repeat_ngram_size=2)
+    (opinionated / "generation_config.json").write_text(json.dumps(config))
+    model = TransformersChatModel(str(opinionated), dtype="float32", device="cpu")
+    assert model.chat(request).text == reference.text
+    # Answers cached before these preferences were dropped were decoded with them: another identity.
+    assert model.identity()["generation_defaults"] == "ignored"
+    assert "generation_defaults" not in TransformersChatModel(str(plain)).identity()

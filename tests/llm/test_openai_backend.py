@@ -314,8 +314,34 @@ def test_credentials_in_headers_are_refused():
 def test_identity_ignores_endpoints_and_concurrency():
     a = OpenAIChatModel("m", base_urls="http://a:1/v1", max_concurrency=2)
     b = OpenAIChatModel("m", base_urls="http://b:2/v1,http://c:3/v1", max_concurrency=64)
-    assert a.identity() == b.identity() == {"backend": "openai", "model": "m", "constrained_decoding": True}
+    assert a.identity() == b.identity() == {"backend": "openai", "model": "m", "constrained_decoding": True,
+                                            "sampling": "neutral"}
     assert OpenAIChatModel("m", identity_tag="q4_k_m").identity()["tag"] == "q4_k_m"
+
+
+def test_requests_switch_the_servers_model_defaults_off(caplog):
+    """vllm serve fills every field a request leaves out from the model's generation_config.json
+    (Qwen2.5: repetition_penalty 1.05, top_k 20), so the backend sends the neutral values; a
+    server that rejects them (hosted APIs) gets them dropped once, with a warning."""
+    with FakeOpenAIServer() as srv:
+        model = OpenAIChatModel("fake-model", base_urls=[srv.base_url], **FAST)
+        assert model.chat(_req("hello", temperature=0.0)).error is None
+        body = srv.stats.bodies[-1]
+        assert (body["top_k"], body["min_p"], body["repetition_penalty"]) == (-1, 0.0, 1.0)
+        assert body["temperature"] == 0.0 and body["top_p"] == 1.0
+        model.close()
+
+    def hosted(body, attempt):
+        return Fault("400", message="Unrecognized request argument supplied: top_k") if "top_k" in body else None
+
+    with FakeOpenAIServer(fault_plan=hosted) as srv, caplog.at_level(logging.WARNING):
+        model = OpenAIChatModel("fake-model", base_urls=[srv.base_url], **{**FAST, "max_retries": 0})
+        answers = model.chat_batch([_req("one"), _req("two")])
+        assert [a.error for a in answers] == [None, None]  # no retry was used up by the fallback
+        assert "top_k" not in srv.stats.bodies[-1] and "neutral sampling" in caplog.text
+        model.close()
+    # Answers of a server left to its defaults are another model's answers for the cache.
+    assert OpenAIChatModel("m", neutral_sampling=False).identity()["sampling"] == "server_defaults"
 
 
 # ------------------------------------------------------------------ calling conventions

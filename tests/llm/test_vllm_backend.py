@@ -54,11 +54,26 @@ class _Tokenizer:
         return words + (["<|assistant|>"] if add_generation_prompt else [])
 
 
+class EngineDeadError(Exception):
+    """Named as vLLM's (vllm.v1.engine.exceptions): the engine core process died."""
+
+
+class _EngineCore:
+    def shutdown(self):
+        CALLS.append(("shutdown", {}))
+
+
+class _Engine:
+    def __init__(self):
+        self.engine_core = _EngineCore()
+
+
 class LLM:
     def __init__(self, **kwargs):
         if kwargs.get("model") == "broken-model":
             raise OSError("weights not found: broken-model")
         self.kwargs = kwargs
+        self.llm_engine = _Engine()
         CALLS.append(("init", kwargs))
         INSTANCES.append(self)
 
@@ -78,6 +93,11 @@ class LLM:
                 os._exit(3)  # a replica process dying mid-batch
             if "TOO_LONG" in user:
                 raise ValueError("prompt is longer than max_model_len")
+            if "ENGINE_DEAD" in user:
+                raise EngineDeadError("EngineCore encountered an issue. See stack trace (above) for the root cause.")
+            if "CUDA_OOM" in user:
+                import torch
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
             constrained = sp.structured_outputs is not None or sp.guided_decoding is not None
             text = json.dumps({"echo": user, "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                                "constrained": constrained})
@@ -100,8 +120,9 @@ class StructuredOutputsParams:
 
 class SamplingParams:
     def __init__(self, max_tokens=16, temperature=1.0, top_p=1.0, seed=None, stop=None,
-                 structured_outputs=None):
+                 structured_outputs=None, top_k=0, min_p=0.0, repetition_penalty=1.0):
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
+        self.top_k, self.min_p, self.repetition_penalty = top_k, min_p, repetition_penalty
         self.seed, self.stop = seed, stop
         self.structured_outputs = structured_outputs
         self.guided_decoding = None
@@ -115,14 +136,16 @@ class GuidedDecodingParams:
 
 
 class SamplingParams:
-    def __init__(self, max_tokens=16, temperature=1.0, top_p=1.0, seed=None, stop=None, guided_decoding=None):
+    def __init__(self, max_tokens=16, temperature=1.0, top_p=1.0, seed=None, stop=None, guided_decoding=None,
+                 top_k=0, min_p=0.0, repetition_penalty=1.0):
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
+        self.top_k, self.min_p, self.repetition_penalty = top_k, min_p, repetition_penalty
         self.seed, self.stop = seed, stop
         self.guided_decoding = guided_decoding
         self.structured_outputs = None
 '''
 
-FAKE_SAMPLING_NONE = FAKE_SAMPLING_OLD.replace("guided_decoding=None):", "):").replace(
+FAKE_SAMPLING_NONE = FAKE_SAMPLING_OLD.replace("guided_decoding=None,", "").replace(
     "self.guided_decoding = guided_decoding", "self.guided_decoding = None").replace(
     "class GuidedDecodingParams", "class _Unrelated")
 
@@ -384,3 +407,79 @@ def test_conf_llm_vllm_builds_through_the_factory(fake_vllm, repo_root):
     assert init["model"] == "Qwen/Qwen2.5-7B-Instruct" and init["enable_prefix_caching"] is True
     assert init["enable_lora"] is True
     assert _chat_calls(fake_vllm)[0]["lora_request"].lora_path == "/ckpt/lite"
+
+
+# ---------------------------------------------------------------------- the GPU path's failures
+def test_a_dead_engine_leaves_every_request_unanswered_not_failed(fake_vllm):
+    model = VLLMChatModel("m")
+    out = model.chat_batch([_req("fine"), _req("ENGINE_DEAD now"), _req("fine too")])
+    # No request was answered, none is a plain error a chunker would answer with a fallback, and the
+    # dead engine is not asked again one request at a time.
+    assert [c.error_kind for c in out] == ["unavailable"] * 3
+    assert all(c.text == "" and "EngineDeadError" in c.error for c in out)
+    assert len(_chat_calls(fake_vllm)) == 1
+    # The dead engine is shut down; the next batch gets a fresh one.
+    assert ("shutdown", {}) in fake_vllm.CALLS
+    again = model.chat_batch([_req("later")])
+    assert again[0].error is None and len(fake_vllm.INSTANCES) == 2
+
+
+def test_cuda_running_out_of_memory_is_an_unavailable_engine(fake_vllm):
+    out = VLLMChatModel("m").chat_batch([_req("CUDA_OOM here")])
+    assert out[0].error_kind == "unavailable" and "OutOfMemoryError" in out[0].error
+    # A request the engine refused stays a plain error (the runner retries it, then falls back).
+    (too_long,) = VLLMChatModel("m").chat_batch([_req("TOO_LONG unit")])
+    assert too_long.error is not None and too_long.error_kind is None
+
+
+def test_a_replica_that_died_leaves_its_shard_unavailable(fake_vllm, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    model = VLLMChatModel("m", data_parallel_size=2, replica_start_timeout_s=60)
+    try:
+        out = model.chat_batch([_req("fine"), _req("CRASH now")])
+    finally:
+        model.close()
+    assert out[0].error_kind is None and out[1].error_kind == "unavailable"
+
+
+def test_a_chunker_fails_the_unit_a_dead_engine_left_unanswered(fake_vllm, tmp_path):
+    from omegaconf import OmegaConf
+
+    from litseg.chunkers.litseg_lite import LitSegLiteChunker
+    from litseg.segmentation.preprocess import prepare_document
+    from tests.conftest import REPO
+
+    tale = tmp_path / "tale.txt"
+    tale.write_text("CHAPTER I\n\nAnna reached the mill at ENGINE_DEAD dawn. The river was high. She crossed the "
+                    "bridge.\n\nNobody answered. She went home again.\n", encoding="utf-8")
+    doc = prepare_document(tale)
+    prompt = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg_lite.yaml"))
+    result = LitSegLiteChunker(VLLMChatModel("m"), prompt).chunk_unit(doc, doc.units[0])
+    assert result.error is not None and result.error.startswith("model unreachable: ")
+    assert result.chunks == []  # no whole-unit fallback that a rerun would skip as done
+
+
+def test_close_shuts_the_engine_down(fake_vllm):
+    model = VLLMChatModel("m")
+    model.chat_batch([_req("a")])
+    model.close()
+    assert ("shutdown", {}) in fake_vllm.CALLS and model._llm is None
+
+
+def test_decoding_switches_the_models_own_defaults_off(fake_vllm):
+    VLLMChatModel("m").chat_batch([_req("a", temperature=0.7, top_p=0.9)])
+    sp = _chat_calls(fake_vllm)[0]["sampling_params"][0]
+    assert (sp.temperature, sp.top_p) == (0.7, 0.9)
+    assert (sp.top_k, sp.min_p, sp.repetition_penalty) == (-1, 0.0, 1.0)
+
+
+def test_a_retrained_adapter_is_another_model_for_the_cache(tmp_path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_model.safetensors").write_bytes(b"first weights")
+    before = VLLMChatModel("base", adapter=str(adapter)).identity()
+    (adapter / "adapter_model.safetensors").write_bytes(b"retrained weights")
+    after = VLLMChatModel("base", adapter=str(adapter)).identity()
+    assert before["adapter"] == after["adapter"] == str(adapter)
+    assert before["adapter_sha256"] and before["adapter_sha256"] != after["adapter_sha256"]

@@ -78,7 +78,9 @@ def test_defaults_are_the_papers_objective():
     assert g.epsilon_high > g.epsilon
     assert g.max_completion_length == "auto"
     assert set(tc.rewards) == {"format", "judge"}
-    assert tc.model.path == "embedded" and tc.peft.enabled
+    assert tc.peft.enabled and tc.stage.grpo.learning_rate == 1e-5  # a LoRA rate (docs/training.md)
+    # No model named: the embedded one it stands for is refused unless a recipe accepts it.
+    assert tc.model.path == "embedded" and not tc.model.named
 
 
 def test_unknown_and_mistyped_settings_are_rejected():

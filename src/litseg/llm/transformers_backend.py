@@ -6,7 +6,11 @@
   under a second instead of re-reading the GGUF; ``convert_gguf=False`` turns that off.
 * An optional LoRA adapter (``adapter=``) is applied with peft, imported only then.
 * The prompt is the tokenizer's chat template; decoding is greedy at temperature 0 and sampled
-  (with ``seed``) above it.
+  (with ``seed``) above it, with nothing else: the model's own ``generation_config.json``
+  preferences (Qwen2.5: ``repetition_penalty`` 1.05, ``top_k`` 20) are dropped at load, since
+  transformers would fill every knob a request leaves unset from them, and answers here would
+  then differ from TRL's rollouts, vLLM and a server given the same request. A model folder
+  whose file sets such preferences carries ``generation_defaults: ignored`` in its identity.
 * A request with ``json_schema`` is decoded under a grammar compiled by xgrammar, so the answer is
   JSON of that schema unless ``max_tokens`` cuts it (then ``finish_reason == "length"``). If the
   grammar cannot be built the request is generated without it and a warning is logged.
@@ -26,10 +30,19 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from litseg.llm.base import (ChatModel, ChatModelError, ChatRequest, Completion, ModelUnavailable, stable_json,
-                             tokenizer_label)
+from litseg.llm.base import (
+    ChatModel,
+    ChatModelError,
+    ChatRequest,
+    Completion,
+    ModelUnavailable,
+    adapter_identity,
+    stable_json,
+    tokenizer_label,
+)
 from litseg.segmentation.types import NamedTokenizer
 from litseg.llm.config import CONSTRAINED_ENGINES, TransformersBackendConfig, TransformersLLMConfig  # noqa: F401
+from litseg.llm.decoding import generation_preferences, neutral_generation_config
 # Re-exported: the GGUF helpers lived here (training.builders, word_cap and tests import them from here).
 from litseg.llm.gguf import (  # noqa: F401
     _converted_dir,
@@ -135,6 +148,7 @@ def _load(cfg: TransformersBackendConfig) -> _Loaded:
             eos_ids.update(int(x) for x in source)
     if not eos_ids:
         raise ModelUnavailable(f"transformers backend: {cfg.model} defines no end-of-sequence token")
+    model.generation_config = neutral_generation_config(model.generation_config)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
     loaded = _Loaded(model=model, tokenizer=tokenizer, device=device, eos_ids=eos_ids, pad_id=pad_id,
                      load_seconds=time.perf_counter() - start)
@@ -220,15 +234,12 @@ class TransformersChatModel(ChatModel):
         if cfg.tokenizer:
             ident["tokenizer"] = cfg.tokenizer
         if cfg.adapter:
-            from litseg.models import MODELS_DIR, adapter_digest
-
-            # Shipped adapters by name (not this machine's path); every adapter by its weights, so a
-            # retrained adapter in the same folder never reuses the cached answers of the old one.
-            path = Path(cfg.adapter)
-            ident["adapter"] = path.name if path.parent == MODELS_DIR else cfg.adapter
-            ident["adapter_sha256"] = adapter_digest(path)
+            ident.update(adapter_identity(cfg.adapter))
         ident["dtype"] = cfg.dtype
         ident["constrained_decoding"] = cfg.constrained_decoding
+        if not cfg.gguf_file and generation_preferences(cfg.model):
+            # Answers cached before the model's preferences were dropped were decoded with them.
+            ident["generation_defaults"] = "ignored"
         if cfg.chat_template_kwargs:
             ident["chat_template_kwargs"] = cfg.chat_template_kwargs
         return ident

@@ -18,6 +18,15 @@ schedule it continuously; outputs come back in request order.
   wall time shared evenly among its requests.
 * If vLLM rejects a whole batch (say one prompt longer than ``max_model_len``), the requests are
   run one by one so only the offending ones come back with ``error`` set.
+* A dead engine is not a bad request: engine death (``EngineDeadError``), CUDA running out of
+  memory, a CUDA error or a replica process that died come back with
+  ``error_kind="unavailable"`` for every request concerned, so a chunker fails the unit (no
+  fallback chunks, nothing recorded as done) and a rerun asks again. The broken engine is shut
+  down and a fresh one is started for the next batch.
+* Decoding is what the request says and nothing more: ``top_k``, ``min_p`` and
+  ``repetition_penalty`` are set to their neutral values (:mod:`litseg.llm.decoding`).
+* :meth:`VLLMChatModel.close` shuts the engine down and returns its GPU memory, so that the next
+  engine (the next student of an evaluation, or a trainer) finds it free.
 """
 
 from __future__ import annotations
@@ -33,9 +42,18 @@ from pathlib import Path
 from dataclasses import asdict, fields
 from typing import Any
 
-from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable, tokenizer_label
+from litseg.llm.base import (
+    UNAVAILABLE,
+    ChatModel,
+    ChatRequest,
+    Completion,
+    ModelUnavailable,
+    adapter_identity,
+    tokenizer_label,
+)
 from litseg.segmentation.types import NamedTokenizer
 from litseg.llm.config import VLLMBackendConfig, VLLMLLMConfig
+from litseg.llm.decoding import NEUTRAL_SAMPLING
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +96,7 @@ def _request_spec(req: ChatRequest) -> dict[str, Any]:
 
 def _sampling_params(vllm: Any, spec: dict[str, Any], structured: bool) -> Any:
     kwargs: dict[str, Any] = {"max_tokens": spec["max_tokens"], "temperature": spec["temperature"],
-                              "top_p": spec["top_p"]}
+                              "top_p": spec["top_p"], **NEUTRAL_SAMPLING}
     if spec["seed"] is not None:
         kwargs["seed"] = spec["seed"]
     if spec["stop"]:
@@ -100,9 +118,28 @@ def _record(output: Any) -> dict[str, Any]:
     }
 
 
-def _error_record(message: str) -> dict[str, Any]:
+def _error_record(message: str, kind: str | None = None) -> dict[str, Any]:
     return {"text": "", "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
-            "finish_reason": "error", "error": message}
+            "finish_reason": "error", "error": message, "error_kind": kind}
+
+
+#: Exception classes (by name, anywhere in the class hierarchy, so that vLLM is not imported to
+#: test them) that mean the engine, not the request, failed.
+ENGINE_FAILURES = frozenset({"EngineDeadError", "OutOfMemoryError"})
+#: Messages that mean the same when the exception type says nothing.
+ENGINE_FAILURE_TEXT = ("CUDA out of memory", "CUDA error", "EngineCore", "Engine core")
+
+
+def engine_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` says the engine (the GPU, its process) failed rather than the request."""
+    if {cls.__name__ for cls in type(exc).__mro__} & ENGINE_FAILURES:
+        return True
+    text = str(exc)
+    return any(marker in text for marker in ENGINE_FAILURE_TEXT)
+
+
+def _unavailable(specs: list[dict[str, Any]], exc: BaseException) -> list[dict[str, Any]]:
+    return [_error_record(f"vllm engine failed: {exc!r}", UNAVAILABLE) for _ in specs]
 
 
 def run_batch(llm: Any, specs: list[dict[str, Any]], cfg: VLLMBackendConfig) -> list[dict[str, Any]]:
@@ -128,15 +165,20 @@ def run_batch(llm: Any, specs: list[dict[str, Any]], cfg: VLLMBackendConfig) -> 
     try:
         return call(specs)
     except Exception as exc:
+        if engine_failed(exc):
+            log.error("vllm backend: the engine failed (%r); the batch of %d is unanswered", exc, len(specs))
+            return _unavailable(specs, exc)
         if len(specs) == 1:
             log.warning("vllm backend: request failed: %r", exc)
             return [_error_record(f"vllm failed: {exc!r}")]
         log.warning("vllm backend: batch of %d failed (%r); running its requests one by one", len(specs), exc)
-    records = []
-    for spec in specs:
+    records: list[dict[str, Any]] = []
+    for i, spec in enumerate(specs):
         try:
             records.extend(call([spec]))
         except Exception as exc:
+            if engine_failed(exc):  # the rest would meet the same dead engine
+                return records + _unavailable(specs[i:], exc)
             records.append(_error_record(f"vllm failed: {exc!r}"))
     return records
 
@@ -169,7 +211,8 @@ def _replica_main(rank: int, devices: str, settings: dict[str, Any], inbox: Any,
         try:
             outbox.put(("done", job_id, run_batch(llm, specs, cfg)))
         except BaseException as exc:  # keep the replica alive for the next batch
-            outbox.put(("done", job_id, [_error_record(f"vllm replica {rank} failed: {exc!r}") for _ in specs]))
+            outbox.put(("done", job_id, [_error_record(f"vllm replica {rank} failed: {exc!r}", UNAVAILABLE)
+                                         for _ in specs]))
 
 
 class _ReplicaPool:
@@ -238,7 +281,8 @@ class _ReplicaPool:
                 continue
             lo, hi = jobs.pop(job_id)
             results[lo:hi] = records
-        return [r if r is not None else _error_record(failure) for r in results]
+        # A shard whose replica died was never answered.
+        return [r if r is not None else _error_record(failure, UNAVAILABLE) for r in results]
 
     def close(self) -> None:
         for inbox, proc in zip(self.inboxes, self.procs):
@@ -278,10 +322,12 @@ class VLLMChatModel(ChatModel):
         cfg = self.config
         ident: dict[str, Any] = {"backend": "vllm", "model": cfg.model_id or cfg.model,
                                  "constrained_decoding": cfg.constrained_decoding}
-        for key in ("revision", "tokenizer", "dtype", "quantization", "adapter"):
+        for key in ("revision", "tokenizer", "dtype", "quantization"):
             value = getattr(cfg, key)
             if value not in (None, "auto"):
                 ident[key] = value
+        if cfg.adapter:
+            ident.update(adapter_identity(cfg.adapter))
         if cfg.chat_template_kwargs:
             ident["chat_template_kwargs"] = cfg.chat_template_kwargs
         return ident
@@ -307,7 +353,12 @@ class VLLMChatModel(ChatModel):
     def engine(self) -> Any:
         """The in-process ``vllm.LLM`` (built on first use; not used when data_parallel_size > 1)."""
         if self._llm is None:
-            self._llm = _import_vllm().LLM(**self.config.llm_kwargs())
+            vllm = _import_vllm()
+            try:
+                self._llm = vllm.LLM(**self.config.llm_kwargs())
+            except Exception as exc:  # weights missing, no GPU memory left...: nothing can be answered
+                raise ModelUnavailable(f"vllm backend: the engine for {self.config.model} could not start: "
+                                       f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}") from exc
         return self._llm
 
     def chat(self, request: ChatRequest) -> Completion:
@@ -333,15 +384,19 @@ class VLLMChatModel(ChatModel):
             if self._pool is None:
                 self._pool = _ReplicaPool(self.config)
             records = self._pool.run(specs)
-            if self._pool.broken:  # start fresh replicas for the next batch
+            dead = any(r.get("error_kind") == UNAVAILABLE for r in records)
+            if self._pool.broken or dead:  # start fresh replicas for the next batch
                 self._pool.close()
                 self._pool = None
         else:
             records = run_batch(self.engine, specs, self.config)
+            if any(r.get("error_kind") == UNAVAILABLE for r in records):
+                self._release()  # a dead engine answers nothing more; the next batch starts a fresh one
         share = (time.perf_counter() - started) / len(specs)
         return [Completion(text=r["text"], prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
                            cached_tokens=r["cached_tokens"], seconds=share, finish_reason=r["finish_reason"],
-                           model=self.config.model, error=r["error"]) for r in records]
+                           model=self.config.model, error=r["error"], error_kind=r.get("error_kind"))
+                for r in records]
 
     def count_tokens(self, text: str) -> int:
         # Only with an engine already loaded: loading one just to count would be absurd.
@@ -362,9 +417,47 @@ class VLLMChatModel(ChatModel):
             return len(ids)
         return super().count_prompt_tokens(messages)
 
+    def _release(self) -> None:
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            release_engine(llm)
+
     def close(self) -> None:
+        """Shut the engine (or the replicas) down and return the GPU memory."""
         with self._lock:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
-            self._llm = None
+            self._release()
+
+
+def release_engine(llm: Any) -> None:
+    """Stop a ``vllm.LLM`` and hand its GPU memory back. Dropping the reference is not enough: the
+    V1 engine core runs in a process of its own until told to stop, and PyTorch keeps the memory
+    this process freed in its cache. Each step is best effort (older and newer releases differ)."""
+    import gc
+
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    for stop in (getattr(llm, "shutdown", None), getattr(core, "shutdown", None)):
+        if callable(stop):
+            try:
+                stop()
+                break
+            except Exception as exc:  # noqa: BLE001 - an engine that died may not stop cleanly
+                log.warning("vllm backend: stopping the engine failed: %r", exc)
+    del llm, core
+    gc.collect()
+    try:
+        from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
+
+        destroy_model_parallel()
+        destroy_distributed_environment()
+    except Exception:  # noqa: BLE001 - absent in some releases, or nothing to destroy
+        log.debug("vllm backend: no parallel state to destroy", exc_info=True)
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass

@@ -43,12 +43,28 @@ def save_adapter(source: Any, tokenizer: Any, target: str | Path, metadata: dict
         source.save_pretrained(str(tmp))
     if not main:
         return out
+    _check_weights_written(tmp)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(tmp))
     (tmp / METADATA).write_text(json.dumps(metadata, indent=2, default=str) + "\n", encoding="utf-8")
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)  # a reader never sees a half-written adapter
     return out
+
+
+#: What a saved adapter (or, for full fine-tuning, a saved model) holds its weights in.
+WEIGHT_FILES = ("adapter_model.*", "model*.safetensors", "pytorch_model*.bin")
+
+
+def _check_weights_written(folder: Path) -> None:
+    """A trainer that could not gather ZeRO-3 weights saves a DeepSpeed checkpoint instead of the
+    adapter and only logs a warning; the stage would then leave an adapter folder without weights."""
+    if not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
+        from litseg.errors import SetupError
+
+        raise SetupError(f"the trainer wrote no weights into {folder} (under DeepSpeed ZeRO-3 the accelerate config "
+                         "needs zero3_save_16bit_model: true, as conf/accelerate/zero3.yaml has); rerun into the "
+                         "same run directory once fixed: training resumes from the last checkpoint")
 
 
 def adapter_metadata(adapter_dir: str | Path) -> dict[str, Any]:

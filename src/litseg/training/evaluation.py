@@ -32,8 +32,12 @@ def evaluate_split(rows: Sequence[Mapping[str, Any]], llm: Any, reward_funcs: Se
     rows = list(rows)
     if not rows:
         return {}
+    from litseg.errors import is_unavailable
+    from litseg.llm.base import ChatModelError
+
     texts: list[str] = []
     finishes: list[str] = []
+    unanswered: list[str] = []
     for start in range(0, len(rows), batch_size):
         part = rows[start:start + batch_size]
         requests = [ChatRequest(
@@ -43,6 +47,14 @@ def evaluate_split(rows: Sequence[Mapping[str, Any]], llm: Any, reward_funcs: Se
         for completion in llm.chat_batch(requests):
             texts.append(completion.text if completion.error is None else "")
             finishes.append(completion.finish_reason if completion.error is None else "error")
+            if is_unavailable(completion):
+                unanswered.append(str(completion.error))
+    if unanswered:
+        # A model that never saw the prompts (a dead engine, a server gone) is no student that
+        # answered badly: scoring its silence as 0 would look like a result.
+        raise ChatModelError(f"evaluation: the student model could not answer {len(unanswered)} of {len(rows)} "
+                             f"held-out prompts ({unanswered[0]}); rerun into the same run directory: the trained "
+                             "stages are reused")
     columns = {key: [r[key] for r in rows] for key in rows[0] if key not in ("prompt", "completion")}
     per_reward: dict[str, list[float]] = {}
     for fn in reward_funcs:

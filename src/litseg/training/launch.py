@@ -12,6 +12,8 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from litseg.errors import SetupError
+
 RUN_ID_ENV = "LITSEG_RUN_ID"
 
 
@@ -32,6 +34,24 @@ def rank() -> int:
 
 def is_main_process() -> bool:
     return rank() == 0
+
+
+def launched() -> bool:
+    """Whether a launcher (accelerate launch, torchrun) started this process: it then owns one
+    device, whatever the machine has."""
+    return "WORLD_SIZE" in os.environ or "LOCAL_RANK" in os.environ
+
+
+def check_devices(visible_gpus: int) -> None:
+    """A plain ``python train.py`` on a machine with several visible GPUs: transformers would wrap
+    the model in ``nn.DataParallel``, which TRL refuses, and only after the model has loaded. Say
+    so before anything loads, with the two ways out."""
+    if visible_gpus > 1 and not launched():
+        raise SetupError(
+            f"{visible_gpus} GPUs are visible but train.py runs as one plain process (TRL does not train "
+            "through nn.DataParallel): start one process per GPU with accelerate launch --config_file "
+            f"conf/accelerate/zero2.yaml --num_processes {visible_gpus} train.py ..., or keep one GPU for "
+            "training: CUDA_VISIBLE_DEVICES=0 python train.py ... (docs/training.md, \"GPU recipes\")")
 
 
 def share_run_id() -> None:

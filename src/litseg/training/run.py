@@ -16,8 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from litseg.training.config import TrainConfig, to_dict, train_config_from
-from litseg.training.launch import RUN_ID_ENV, main_first, share_run_id  # noqa: F401 - train.py imports these here
+from litseg.training.config import TrainConfig, require_named_model, to_dict, train_config_from
+from litseg.training.launch import check_devices, main_first
+from litseg.training.launch import RUN_ID_ENV, share_run_id  # noqa: F401 - train.py imports these here
 from litseg.training.stages import StagePlan, _rewards_logged, run_stages  # noqa: F401 - _rewards_logged: tests
 from litseg.chunkers.tagger import WRITER_SCHEMA
 from litseg.training.tagger_files import assemble_tagger, boundary_metrics
@@ -34,15 +35,34 @@ DEFAULT_DIR = "outputs/train/manual"
 
 
 def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train (or just evaluate) as ``cfg`` says; returns the summary (also written to the run dir)."""
-    from transformers import set_seed
+    """Train (or just evaluate) as ``cfg`` says; returns the summary (also written to the run dir).
 
-    from litseg.training.builders import bound_cpu_heap, device_kind, is_main_process, load_tokenizer
-    from litseg.training.loggers import RunLogger
+    Refused before the run directory is made or any model loads, each in one line: no model named
+    (:func:`~litseg.training.config.require_named_model`), several GPUs under a plain process
+    (:func:`~litseg.training.launch.check_devices`), and a judge that does not answer under its
+    configured name (the rewards' ``check``)."""
+    from litseg.training.builders import visible_gpus
 
     tc: TrainConfig = train_config_from(cfg)
     if not tc.prompt:
         raise ValueError("no prompt: compose with prompt=litseg_lite (or an ablation prompt)")
+    require_named_model(tc.model)
+    check_devices(visible_gpus())
+    reward_funcs, reward_weights = _rewards(tc)
+    try:
+        check_rewards(reward_funcs)
+        return _train(tc, cfg, run_dir, reward_funcs, reward_weights)
+    finally:
+        _close_rewards(reward_funcs)
+
+
+def _train(tc: TrainConfig, cfg: Any, run_dir: str | Path | None, reward_funcs: list[Any],
+           reward_weights: list[float]) -> dict[str, Any]:
+    from transformers import set_seed
+
+    from litseg.training.builders import bound_cpu_heap, device_kind, is_main_process, leave_zero3, load_tokenizer
+    from litseg.training.loggers import RunLogger
+
     main = is_main_process()
     task = start_task("train", cfg, run_dir, fallback=DEFAULT_DIR, write=main)
     out = task.run_dir
@@ -54,13 +74,13 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     logger = RunLogger(tc.logger, run_dir=out, run_name=f"{tc.experiment_name}-{out.name}",
                        experiment=tc.experiment_name, prompt_version=str(tc.prompt["version"]), commit=task.commit,
                        config=to_dict(tc), main=main)
-    reward_funcs, reward_weights = _rewards(tc)
     plan = StagePlan(tc=tc, out=out, tokenizer=tokenizer, datasets=datasets, examples=report.examples,
                      longest=report.longest_completion(), reward_funcs=reward_funcs, reward_weights=reward_weights,
                      report_to=logger.report_to, commit=task.commit, main=main, runs=runs)
     try:
         warnings: list[str] = []
         stages, adapter_in = run_stages(plan, warnings)
+        leave_zero3()
         final_adapter, merged = _final_adapter(tc, out, adapter_in, main)
         trained = final_adapter or (adapter_in if tc.stage.run else None)
         evaluation = _evaluate(plan, trained, warnings)
@@ -77,7 +97,6 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
             print(end_line(summary), flush=True)
     finally:
         logger.finish()
-        _close_rewards(reward_funcs)
     return summary
 
 
@@ -108,6 +127,16 @@ def _rewards(tc: TrainConfig) -> tuple[list[Any], list[float]]:
         return [], []
     context = RewardContext(judge_rubric=tc.judge or None, judge_llm=tc.judge_llm or None)
     return build_rewards(tc.rewards, context)
+
+
+def check_rewards(reward_funcs: list[Any]) -> None:
+    """Ask every reward that calls a model (the judge) whether it can answer, before any model
+    loads: a judge server that is down, or serves another model name, stops the run in one line
+    (:class:`~litseg.llm.base.ModelUnavailable`) instead of after the first rollout."""
+    for fn in reward_funcs:
+        check = getattr(fn, "check", None)
+        if callable(check):
+            check()
 
 
 def _close_rewards(reward_funcs: list[Any]) -> None:
@@ -158,7 +187,7 @@ def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dic
     else:
         base, adapter, embedded = resolve_model_path(tc.model), trained, tc.model.path == "embedded"
     backend_settings = ({"batch_size": tc.eval.batch_size, "device": "auto"}
-                        if tc.eval.backend == "transformers" else {})
+                        if tc.eval.backend == "transformers" else _engine_memory())
     llm = build_llm(inference_llm_config(base, adapter, backend=tc.eval.backend, embedded=embedded,
                                          lora_rank=tc.peft.r, **backend_settings))
     try:
@@ -168,6 +197,16 @@ def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dic
                                    plan.out / "eval_samples.jsonl")
     finally:
         llm.close()
+
+
+def _engine_memory() -> dict[str, Any]:
+    """vLLM's share of the GPU for the evaluation engine inside this process: what is free once the
+    trainer's CUDA cache is returned (a judge served beside it keeps its own share), not the
+    engine's 0.9 of the whole card, which the trainer's leftovers and the judge would not leave it."""
+    from litseg.training.builders import engine_memory_fraction
+
+    fraction = engine_memory_fraction()
+    return {} if fraction is None else {"gpu_memory_utilization": fraction}
 
 
 def evaluate_split_rows(rows: Any, llm: Any, reward_funcs: list[Any], reward_weights: list[float],

@@ -1,6 +1,9 @@
 """The training stages of a run, in order (SFT, GRPO): each a LoRA trainer that resumes from its
 latest checkpoint and leaves ``stages/<kind>/adapter``, and a ``done.json`` marker so that a rerun
-into the same run directory reuses a finished stage whose settings did not change.
+into the same run directory reuses a finished stage whose settings did not change. "Settings"
+is everything the adapter depends on (:func:`stage_settings`): the stage's hyperparameters, model,
+LoRA, prompt, seed, the data's content and the adapter it starts from, and for GRPO the rewards,
+the judge's rubric and the judge model.
 
 A stage's record (``train_summary.json``'s ``stages``): ``global_step``, ``resumed_from``,
 ``train_loss``, ``seconds``, ``step_seconds``, ``params`` (trainable tensors and how many changed:
@@ -11,7 +14,6 @@ over from an earlier run.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import logging
@@ -51,6 +53,39 @@ def _settings_hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def data_digest(datasets: Any) -> str:
+    """A digest of every row of every split: a rerun on other teacher data is another stage."""
+    h = hashlib.sha256()
+    for split in sorted(datasets):
+        h.update(str(split).encode())
+        for row in datasets[split]:
+            h.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _reward_identity(fn: Any) -> Any:
+    identity = getattr(fn, "identity", None)
+    return identity() if callable(identity) else getattr(fn, "__name__", repr(fn))
+
+
+def stage_settings(plan: StagePlan, kind: str, adapter_in: Path | None) -> dict[str, Any]:
+    """Everything the adapter of stage ``kind`` depends on (a rerun reuses the stage only when all
+    of it is unchanged)."""
+    from litseg.models import adapter_digest
+
+    tc = plan.tc
+    settings: dict[str, Any] = {
+        "stage": to_dict(getattr(tc.stage, kind)), "model": to_dict(tc.model), "peft": to_dict(tc.peft),
+        "seed": tc.seed, "prompt": tc.prompt, "data": data_digest(plan.datasets),
+        "adapter_in": str(adapter_in), "adapter_in_sha256": adapter_digest(adapter_in) if adapter_in else None,
+    }
+    if kind == "grpo":
+        settings["rewards"] = {name: to_dict(spec) for name, spec in tc.rewards.items()}
+        settings["judge_rubric"] = tc.judge
+        settings["reward_models"] = [_reward_identity(fn) for fn in plan.reward_funcs]
+    return settings
+
+
 def _resume_checkpoint(setting: str, checkpoints: Path) -> str | None:
     if setting == "never":
         return None
@@ -61,19 +96,6 @@ def _resume_checkpoint(setting: str, checkpoints: Path) -> str | None:
     if not Path(setting).is_dir():
         raise FileNotFoundError(f"output.resume={setting!r}: no such checkpoint directory")
     return setting
-
-
-def _trainable_snapshot(model: Any) -> dict[str, Any]:
-    return {n: p.detach().float().cpu().clone() for n, p in model.named_parameters() if p.requires_grad}
-
-
-def _changed(before: dict[str, Any], model: Any) -> dict[str, float]:
-    import torch
-
-    after = {n: p.detach().float().cpu() for n, p in model.named_parameters() if n in before}
-    changed = [n for n, t in after.items() if not torch.equal(t, before[n])]
-    delta = sum(float((after[n] - before[n]).abs().sum()) for n in changed)
-    return {"trainable_tensors": len(before), "changed_tensors": len(changed), "abs_delta": delta}
 
 
 def _rewards_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -127,8 +149,7 @@ def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Pa
         adapter_in = Path(resolve_adapter(first.init_adapter))
     for kind in tc.stage.run:
         stage_dir = plan.out / "stages" / kind
-        settings = {"stage": to_dict(getattr(tc.stage, kind)), "model": to_dict(tc.model),
-                    "peft": to_dict(tc.peft), "adapter_in": str(adapter_in), "data": plan.examples}
+        settings = stage_settings(plan, kind, adapter_in)
         reused = _reused(plan, stage_dir, settings)
         if kind == "boundary":  # LitSeg-Tagger's reading half: no adapter, the chat model is not loaded
             if reused is None:
@@ -153,21 +174,24 @@ def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Pa
     return stages, adapter_in
 
 
-def _trainer(plan: StagePlan, kind: str, model: Any, stage_dir: Path, callbacks: list[Any],
-             warnings: list[str]) -> Any:
-    from litseg.training.builders import build_grpo_trainer, build_sft_trainer
+def _trainer_args(plan: StagePlan, kind: str, stage_dir: Path, warnings: list[str]) -> Any:
+    from litseg.training.builders import trainer_args
 
-    run_name = f"{plan.tc.experiment_name}-{kind}"
-    if kind == "sft":
-        return build_sft_trainer(plan.tc, model, plan.tokenizer, plan.datasets, stage_dir / "checkpoints",
-                                 run_name=run_name, report_to=plan.report_to, callbacks=callbacks)
-    trainer, warning = build_grpo_trainer(
-        plan.tc, model, plan.tokenizer, plan.datasets, stage_dir / "checkpoints", reward_funcs=plan.reward_funcs,
-        reward_weights=plan.reward_weights, longest_reference=plan.longest, run_name=run_name,
-        report_to=plan.report_to, callbacks=callbacks)
+    args, warning = trainer_args(plan.tc, kind, plan.datasets, stage_dir / "checkpoints",
+                                 run_name=f"{plan.tc.experiment_name}-{kind}", report_to=plan.report_to,
+                                 reward_weights=plan.reward_weights, longest_reference=plan.longest)
     if warning:
         warnings.append(warning)
-    return trainer
+    return args
+
+
+def _trainer(plan: StagePlan, kind: str, model: Any, args: Any, callbacks: list[Any]) -> Any:
+    from litseg.training.builders import build_grpo_trainer, build_sft_trainer
+
+    if kind == "sft":
+        return build_sft_trainer(plan.tc, model, plan.tokenizer, plan.datasets, args, callbacks=callbacks)
+    return build_grpo_trainer(plan.tc, model, plan.tokenizer, plan.datasets, args,
+                              reward_funcs=plan.reward_funcs, callbacks=callbacks)
 
 
 def adapter_metadata(tc: TrainConfig, kind: str, commit: str | None) -> dict[str, Any]:
@@ -184,20 +208,23 @@ def run_stage(plan: StagePlan, kind: str, stage_dir: Path, adapter_in: Path | No
               warnings: list[str]) -> dict[str, Any]:
     """Train one stage from ``adapter_in`` (None: the base model); its record."""
     from litseg.training.adapters import save_adapter
-    from litseg.training.builders import load_model
+    from litseg.training.builders import free_gpu_cache, is_zero3, load_model
     from litseg.training.callbacks import MetricsFileCallback, StepTimeCallback
+    from litseg.training.params import changed_tensors, trainable_snapshot
 
     started = time.time()
-    model = load_model(plan.tc.model, adapter=adapter_in)
+    # The TRL config first: under accelerate's ZeRO-3 it is what makes the model load sharded.
+    args = _trainer_args(plan, kind, stage_dir, warnings)
+    model = load_model(plan.tc.model, adapter=adapter_in, zero3=is_zero3(args))
     step_times = StepTimeCallback()
     callbacks = [MetricsFileCallback(plan.out / "metrics.jsonl", kind), step_times]
-    trainer = _trainer(plan, kind, model, stage_dir, callbacks, warnings)
-    before = _trainable_snapshot(trainer.model)
+    trainer = _trainer(plan, kind, model, args, callbacks)
+    before = trainable_snapshot(trainer.model)
     resume_from = _resume_checkpoint(plan.tc.output.resume, stage_dir / "checkpoints")
     if resume_from:
         log.info("stage %s resumes from %s", kind, resume_from)
     result = trainer.train(resume_from_checkpoint=resume_from)
-    change = _changed(before, trainer.model)
+    change = changed_tensors(before, trainer.model)
     save_adapter(trainer, None, stage_dir / "adapter", adapter_metadata(plan.tc, kind, plan.commit), main=plan.main)
     barrier()
     record = {
@@ -211,6 +238,6 @@ def run_stage(plan: StagePlan, kind: str, stage_dir: Path, adapter_in: Path | No
     }
     if kind == "grpo":
         record["rewards"] = _rewards_logged(trainer.state.log_history)
-    del trainer, model
-    gc.collect()
+    del trainer, model, args
+    free_gpu_cache()  # the next stage, or an evaluation engine, gets the memory back
     return record

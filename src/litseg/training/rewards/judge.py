@@ -17,6 +17,7 @@ import json_repair
 from litseg.errors import SetupError
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
+from litseg.segmentation.validation import is_valid
 from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, _column, _log, completion_text
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,19 @@ class JudgeRubric:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
 
+#: The judge's answer budget grows with the chunks it grades: one score is a number, its separator
+#: and whatever blank a server's model puts around it (Qwen's tokenizer spends a token per digit);
+#: the rest is the braces and the dimension names. A fixed budget cut the reply for 35 or more
+#: chunks, and a cut reply scored neutrally, so over-segmenting earned the neutral score.
+TOKENS_PER_SCORE = 8
+REPLY_OVERHEAD_TOKENS = 64
+
+
+def reply_budget(num_dimensions: int, num_chunks: int) -> int:
+    """``max_tokens`` for a judgement of ``num_chunks`` chunks on ``num_dimensions`` dimensions."""
+    return REPLY_OVERHEAD_TOKENS + TOKENS_PER_SCORE * num_dimensions * num_chunks
+
+
 CORRECTION = ("Your reply could not be used ({problem}). Answer again with the JSON object only: the keys "
               "{keys}, each a list of exactly {num_chunks} numbers between {low:g} and {high:g}.")
 
@@ -153,7 +167,7 @@ class JudgeStats:
     """Counters over the reward's lifetime (also logged per call through ``log_metric``)."""
 
     completions: int = 0
-    unjudgeable: int = 0  # the student's answer had no readable segments
+    unjudgeable: int = 0  # the student's answer had no readable segments, or not a valid segmentation
     requests: int = 0  # distinct judgements asked for
     calls: int = 0  # requests sent, retries included
     retries: int = 0
@@ -175,7 +189,7 @@ class NarratologicalJudgeReward:
 
     def __init__(self, llm: Any, rubric: Mapping[str, Any] | JudgeRubric, *, name: str = "judge",
                  max_retries: int = 2, neutral_score: float = 0.5, unjudgeable_score: float = 0.0,
-                 clip: bool = True, max_tokens: int = 512, temperature: float = 0.0,
+                 clip: bool = True, temperature: float = 0.0,
                  constrained: bool = True, max_chunks: int = 64, max_failure_share: float | None = 0.5,
                  failure_window: int = 20, min_judgements: int = 8) -> None:
         self.__name__ = name
@@ -188,7 +202,6 @@ class NarratologicalJudgeReward:
         self.neutral_score = neutral_score
         self.unjudgeable_score = unjudgeable_score
         self.clip = clip
-        self.max_tokens = max_tokens
         self.temperature = temperature
         self.constrained = constrained
         self.max_chunks = max_chunks
@@ -211,6 +224,15 @@ class NarratologicalJudgeReward:
             self._llm = build_llm(self._llm)
         return self._llm
 
+    def check(self) -> None:
+        """The judge model can answer (a server is up and serves this model name): checked by
+        train.py before any model loads (:class:`~litseg.llm.base.ModelUnavailable` otherwise)."""
+        self.llm.check()
+
+    def identity(self) -> dict[str, Any]:
+        """What a stage trained with this reward depends on: the judge model and the rubric."""
+        return {"reward": self.name, "judge": self.llm.identity(), "rubric": self.rubric.version}
+
     # -- scoring
     def score(self, scores: Mapping[str, list[float]]) -> float:
         """Mean over dimensions per chunk, then over chunks, scaled so that the scale's ends are 0
@@ -229,11 +251,13 @@ class NarratologicalJudgeReward:
         mean = sum(per_chunk) / len(per_chunk)
         return (mean - low) / (high - low)
 
-    def _request(self, messages: list[dict[str, str]], num_chunks: int, seed: int | None = None) -> Any:
+    def _request(self, messages: list[dict[str, str]], num_chunks: int, seed: int | None = None,
+                 widen: int = 1) -> Any:
         from litseg.llm.base import ChatRequest
 
         schema = judge_json_schema(self.rubric.dimensions, num_chunks) if self.constrained else None
-        return ChatRequest(messages=messages, json_schema=schema, max_tokens=self.max_tokens,
+        budget = reply_budget(len(self.rubric.dimensions), num_chunks) * widen
+        return ChatRequest(messages=messages, json_schema=schema, max_tokens=budget,
                            temperature=self.temperature, seed=seed)
 
     def _ask(self, requests: list[Any]) -> list[Any]:
@@ -249,11 +273,10 @@ class NarratologicalJudgeReward:
             return [Completion(text="", finish_reason="error", error=f"{type(exc).__name__}: {exc}")
                     for _ in requests]
 
-    def judge(self, chapters: Sequence[str], answers: Sequence[list[Segment] | None]) -> tuple[list[float], dict[str, int]]:
-        """Rewards for ``answers`` (None: unreadable student answer) and this call's counters."""
-        counts = Counter()
-        rewards: list[float | None] = [None] * len(answers)
-        # Distinct judgements: identical (chapter, segmentation) pairs are asked once.
+    def _pending(self, chapters: Sequence[str], answers: Sequence[list[Segment] | None],
+                 rewards: list[float | None], counts: Counter) -> list[dict[str, Any]]:
+        """The distinct judgements to ask for (identical (chapter, segmentation) pairs once); an
+        answer without a judgeable segmentation gets ``unjudgeable_score`` at once."""
         pending: dict[str, dict[str, Any]] = {}
         for i, (chapter, segments) in enumerate(zip(chapters, answers)):
             if not segments or len(segments) > self.max_chunks:
@@ -263,46 +286,59 @@ class NarratologicalJudgeReward:
             messages = self.rubric.messages(chapter, segments)
             key = json.dumps(messages, ensure_ascii=False, sort_keys=True)
             if key not in pending:
-                pending[key] = {"messages": messages, "k": len(segments), "members": []}
+                pending[key] = {"messages": messages, "k": len(segments), "members": [], "widen": 1}
             pending[key]["members"].append(i)
-        counts["requests"] = len(pending)
-        todo = list(pending.values())
+        return list(pending.values())
+
+    def _settle(self, job: dict[str, Any], reply: Any, rewards: list[float | None], counts: Counter) -> bool:
+        """Score ``job`` from ``reply`` (True), or note why not and prepare its next try (False)."""
+        problem = reply.error
+        if problem is None and reply.finish_reason == "length":
+            # Cut at its budget: the same budget would cut it again.
+            problem = f"reply cut at {reply.completion_tokens or 'its'} tokens"
+            counts["cut_replies"] += 1
+            job["widen"] *= 2
+        elif problem is None:
+            try:
+                scores = parse_judgement(reply.text, self.rubric.dimensions, job["k"])
+            except JudgementError as exc:
+                problem = str(exc)
+                counts["unreadable_replies"] += 1
+            else:
+                value = self.score(scores)
+                for i in job["members"]:
+                    rewards[i] = value
+                return True
+        else:
+            counts["backend_errors"] += 1
+        job["problem"] = problem.split(":")[0][:60]
+        self.stats.errors[job["problem"]] += 1
+        if reply.error is None and reply.text and reply.finish_reason != "length":
+            # Show the model its unusable reply and what was wrong; this also gives the retry a
+            # cache key of its own.
+            note = CORRECTION.format(problem=problem, keys=", ".join(self.rubric.dimensions), num_chunks=job["k"],
+                                     low=self.rubric.scale_min, high=self.rubric.scale_max)
+            job["messages"] = [*job["messages"], {"role": "assistant", "content": reply.text},
+                               {"role": "user", "content": note}]
+        return False
+
+    def judge(self, chapters: Sequence[str],
+              answers: Sequence[list[Segment] | None]) -> tuple[list[float], dict[str, int]]:
+        """Rewards for ``answers`` (None: no judgeable student answer) and this call's counters."""
+        counts: Counter = Counter()
+        rewards: list[float | None] = [None] * len(answers)
+        todo = self._pending(chapters, answers, rewards, counts)
+        counts["requests"] = len(todo)
         for attempt in range(self.max_retries + 1):
             if not todo:
                 break
             if attempt:
                 counts["retries"] += len(todo)
-            requests = [self._request(job["messages"], job["k"], seed=attempt or None) for job in todo]
+            requests = [self._request(job["messages"], job["k"], seed=attempt or None, widen=job["widen"])
+                        for job in todo]
             counts["calls"] += len(requests)
             replies = self._ask(requests)
-            still: list[dict[str, Any]] = []
-            for job, reply in zip(todo, replies):
-                problem = reply.error
-                if problem is None:
-                    try:
-                        scores = parse_judgement(reply.text, self.rubric.dimensions, job["k"])
-                    except JudgementError as exc:
-                        problem = str(exc)
-                        counts["unreadable_replies"] += 1
-                    else:
-                        value = self.score(scores)
-                        for i in job["members"]:
-                            rewards[i] = value
-                        continue
-                else:
-                    counts["backend_errors"] += 1
-                self.stats.errors[problem.split(":")[0][:60]] += 1
-                job["problem"] = problem.split(":")[0][:60]
-                if reply.error is None and reply.text:
-                    # Show the model its unusable reply and what was wrong; this also gives
-                    # the retry a cache key of its own.
-                    note = CORRECTION.format(problem=problem, keys=", ".join(self.rubric.dimensions),
-                                             num_chunks=job["k"], low=self.rubric.scale_min,
-                                             high=self.rubric.scale_max)
-                    job["messages"] = [*job["messages"], {"role": "assistant", "content": reply.text},
-                                       {"role": "user", "content": note}]
-                still.append(job)
-            todo = still
+            todo = [job for job, reply in zip(todo, replies) if not self._settle(job, reply, rewards, counts)]
         for job in todo:
             counts["failures"] += 1
             counts["problem:" + str(job["problem"])] += 1  # set on every job left after a try
@@ -330,16 +366,26 @@ class NarratologicalJudgeReward:
             "Going on would train on neutral judge scores, i.e. on the format reward alone. Check the judge "
             f"model (judge_llm=...), or set rewards.{self.name}.params.max_failure_share=null to go on anyway.")
 
-    def student_segments(self, text: str, schema: str) -> list[Segment] | None:
-        """The segments of a student's answer, or None when it has none readable."""
+    def student_segments(self, text: str, schema: str, n_sentences: int) -> list[Segment] | None:
+        """The segments of a student's answer when they form a valid segmentation of its unit
+        (indices inside 1..n, every sentence covered: what the runner accepts), else None.
+
+        Only whole answers are judged: with the judge's large weight, an answer graded on a few
+        well-chosen chunks while it leaves sentences out (or points outside the unit) would earn
+        more than the format reward's coverage share takes away, and the policy would learn to
+        trade coverage for judge score."""
         parsed = parse_answer(text, get_schema(schema))
-        return parsed.segments if parsed.value is not None else None
+        if parsed.value is None or not parsed.segments or not is_valid(parsed.segments, n_sentences):
+            return None
+        return parsed.segments
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float]:
         n = len(completions)
         chapters = _column(columns, "chapter", n)
         schemas = _column(columns, "schema", n, default="lite")
-        answers = [self.student_segments(completion_text(c), str(schema)) for c, schema in zip(completions, schemas)]
+        sizes = _column(columns, "n_sentences", n)
+        answers = [self.student_segments(completion_text(c), str(schema), int(size))
+                   for c, schema, size in zip(completions, schemas, sizes)]
         rewards, judged = self.judge([str(c) for c in chapters], answers)
         counts = Counter(judged)
         self.stats.completions += n
