@@ -105,10 +105,17 @@ class BoundaryNet(nn.Module):
                           dropout=s.dropout if s.layers > 1 else 0.0)
         self.out = nn.Sequential(nn.Dropout(s.dropout), nn.Linear(2 * s.hidden, 1))
 
-    def forward(self, features: torch.Tensor, cues: torch.Tensor) -> torch.Tensor:
-        z = torch.cat([features, self.cue(cues)], 1)
-        h, _ = self.rnn(self.inp(z).unsqueeze(0))
-        return self.out(h).squeeze(0).squeeze(-1)
+    def forward(self, features: torch.Tensor, cues: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores ``[n]`` of one unit (``features [n, d]``, ``cues [n, k]``), or ``[b, n]`` of a
+        padded batch (``[b, n, d]``, ``[b, n, k]`` and the units' ``lengths``; padding scores 0)."""
+        if features.dim() == 2:
+            return self.forward(features.unsqueeze(0), cues.unsqueeze(0), torch.tensor([features.shape[0]]))[0]
+        b, n, _ = features.shape
+        z = torch.cat([features, self.cue(cues.reshape(b * n, -1)).reshape(b, n, -1)], 2)
+        packed = nn.utils.rnn.pack_padded_sequence(self.inp(z), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        h, _ = self.rnn(packed)
+        h, _ = nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=n)
+        return self.out(h).squeeze(-1)
 
 
 def names(text: str) -> set[str]:

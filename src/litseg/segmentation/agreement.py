@@ -161,3 +161,57 @@ def repeated_subtitle_share(units: Iterable[Sequence[str]]) -> float | None:
             seen.add(key)
             total += 1
     return repeated / total if total else None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowErrors:
+    """Pk or WindowDiff pooled over units: windows in error over windows compared."""
+
+    errors: int
+    windows: int
+
+    @property
+    def rate(self) -> float:
+        return self.errors / self.windows if self.windows else 0.0
+
+
+def _boundaries(segments: Iterable[Any], n: int) -> list[int]:
+    """``b[i]`` = 1 when a block starts at sentence i + 2 (a boundary after sentence i + 1)."""
+    marks = [0] * max(0, n - 1)
+    for c in cuts(segments):
+        if 2 <= c <= n:
+            marks[c - 2] = 1
+    return marks
+
+
+def window_size(reference: Iterable[Any], n: int) -> int:
+    """Half the mean length of the reference's blocks, in sentences (at least 2), as Pk uses."""
+    blocks = len(cuts(reference)) + 1
+    return max(2, round(n / blocks / 2))
+
+
+def pk_errors(predicted: Iterable[Any], reference: Iterable[Any], n: int, k: int | None = None) -> WindowErrors:
+    """Pk (Beeferman et al.): over every pair of sentences ``k`` apart, how often the two
+    segmentations disagree on whether the pair lies in one block. Lower is better; it does not
+    reward cutting often the way a tolerant boundary F1 does."""
+    reference = list(reference)
+    k = k or window_size(reference, n)
+    ref, hyp = _boundaries(reference, n), _boundaries(predicted, n)
+    errors = windows = 0
+    for i in range(0, n - k):
+        windows += 1
+        errors += (sum(ref[i:i + k]) == 0) != (sum(hyp[i:i + k]) == 0)
+    return WindowErrors(errors, windows)
+
+
+def windowdiff_errors(predicted: Iterable[Any], reference: Iterable[Any], n: int, k: int | None = None) -> WindowErrors:
+    """WindowDiff (Pevzner and Hearst): windows of ``k`` sentences in which the two segmentations
+    place a different number of boundaries. Lower is better; it penalises extra cuts that Pk misses."""
+    reference = list(reference)
+    k = k or window_size(reference, n)
+    ref, hyp = _boundaries(reference, n), _boundaries(predicted, n)
+    errors = windows = 0
+    for i in range(0, n - k):
+        windows += 1
+        errors += sum(ref[i:i + k]) != sum(hyp[i:i + k])
+    return WindowErrors(errors, windows)

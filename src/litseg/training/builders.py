@@ -187,7 +187,8 @@ def build_lora_config(peft: PeftConfig) -> Any:
         target = list(target)
     return LoraConfig(r=peft.r, lora_alpha=peft.lora_alpha, lora_dropout=peft.lora_dropout, target_modules=target,
                       bias=peft.bias, use_rslora=peft.use_rslora, modules_to_save=peft.modules_to_save,
-                      task_type="CAUSAL_LM")
+                      layers_to_transform=list(peft.layers_to_transform) if peft.layers_to_transform else None,
+                      layers_pattern="layers" if peft.layers_to_transform else None, task_type="CAUSAL_LM")
 
 
 # --------------------------------------------------------------------------------------------

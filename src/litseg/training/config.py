@@ -63,6 +63,9 @@ class PeftConfig:
     bias: str = "none"
     use_rslora: bool = False
     modules_to_save: list[str] | None = None
+    # LoRA on these decoder layers only (null: all). Gradients then stop at the lowest of them, so a
+    # CPU step skips the backward pass through the layers below.
+    layers_to_transform: list[int] | None = None
 
 
 @dataclass
@@ -163,9 +166,10 @@ class BoundarySettings:
     """``stage.boundary``: the boundary and context scorers of LitSeg-Tagger (litseg.training.tagger)."""
 
     encoder: str = "default"  # sentence encoder (frozen): a sentence-transformers folder; default = packaged MiniLM
-    epochs: int = 8
-    learning_rate: float = 1e-3
+    epochs: int = 6
+    learning_rate: float = 2e-3
     weight_decay: float = 0.01
+    batch_units: int = 8  # units per step, padded (a GRU step over one unit is mostly overhead on a CPU)
     seeds: int = 3  # boundary nets in the ensemble (their scores are averaged)
     hidden: int = 128
     layers: int = 2

@@ -74,6 +74,9 @@ def stage_settings(plan: StagePlan, kind: str, adapter_in: Path | None) -> dict[
     from litseg.models import adapter_digest
 
     tc = plan.tc
+    if kind == "boundary":  # the nets read the teacher units only: no chat model, prompt or adapter
+        return {"stage": to_dict(tc.stage.boundary), "seed": tc.seed, "runs": list(plan.runs),
+                "split": tc.data.split, "data": to_dict(tc.data)}
     settings: dict[str, Any] = {
         "stage": to_dict(getattr(tc.stage, kind)), "model": to_dict(tc.model), "peft": to_dict(tc.peft),
         "seed": tc.seed, "prompt": tc.prompt, "data": data_digest(plan.datasets),
@@ -144,7 +147,8 @@ def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Pa
     tc = plan.tc
     stages: dict[str, Any] = {}
     adapter_in: Path | None = None
-    first = getattr(tc.stage, tc.stage.run[0]) if tc.stage.run else None
+    # the first stage that trains an adapter may start from a given one (boundary trains none)
+    first = next((getattr(tc.stage, k) for k in tc.stage.run if k in ("sft", "grpo")), None)
     if first is not None and first.init_adapter:
         adapter_in = Path(resolve_adapter(first.init_adapter))
     for kind in tc.stage.run:

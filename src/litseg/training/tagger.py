@@ -22,6 +22,7 @@ writer of subtitles, a LoRA of the chat model trained by TRL on the teacher's bl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -99,7 +100,7 @@ def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int) 
         emb = torch.tensor(vectors[u.key])
         para = u.paragraph_starts or [False] * u.n_sentences
         target = torch.zeros(u.n_sentences)
-        cuts = sorted({int(s.from_idx) for s in u.segments if int(s.from_idx) > 1})
+        cuts = sorted({int(s["from_idx"]) for s in u.segments if int(s["from_idx"]) > 1})
         for c in cuts:
             target[c - 1] = 1.0
         out.append(EncodedUnit(u, sentence_features(u.sentences, para, emb), cue_tensor(u.sentences, buckets),
@@ -107,18 +108,39 @@ def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int) 
     return out
 
 
+def padded_batch(units: Sequence[EncodedUnit]) -> tuple[Any, Any, Any, Any, Any]:
+    """Features, cues, lengths, targets and the loss mask of several units, padded to the longest.
+    The mask leaves out padding and each unit's first sentence (a block always starts there)."""
+    import torch
+
+    lengths = torch.tensor([u.features.shape[0] for u in units])
+    n = int(lengths.max())
+    width = max(u.cues.shape[1] for u in units)
+    x = torch.zeros(len(units), n, units[0].features.shape[1])
+    cues = torch.zeros(len(units), n, width, dtype=torch.long)
+    y = torch.zeros(len(units), n)
+    mask = torch.zeros(len(units), n)
+    for i, u in enumerate(units):
+        k = u.features.shape[0]
+        x[i, :k], cues[i, :k, : u.cues.shape[1]], y[i, :k] = u.features, u.cues, u.target
+        mask[i, 1:k] = 1.0
+    return x, cues, lengths, y, mask
+
+
 def _soft_target(target: Any, neighbour: float) -> Any:
+    """1 at a teacher cut, ``neighbour`` one sentence either side of one (a near miss), else 0."""
     import torch
 
     near = torch.zeros_like(target)
-    near[1:] += target[:-1]
-    near[:-1] += target[1:]
+    near[..., 1:] += target[..., :-1]
+    near[..., :-1] += target[..., 1:]
     return torch.maximum(target, neighbour * (near > 0).float())
 
 
 def train_boundary_net(train: Sequence[EncodedUnit], s: BoundarySettings, net_settings: NetSettings, seed: int,
                        checkpoint: Path) -> BoundaryNet:
-    """One boundary net, resumable: its state and epoch are saved after every epoch."""
+    """One boundary net, trained on batches of units; resumable: its state and epoch are saved after
+    every epoch."""
     import torch
     from torch import nn
 
@@ -134,23 +156,24 @@ def train_boundary_net(train: Sequence[EncodedUnit], s: BoundarySettings, net_se
         start = int(state["epoch"]) + 1
         rng.setstate(state["rng"])
         log.info("boundary net %d resumes after epoch %d", seed, start)
-    order = list(range(len(train)))
+    usable = [u for u in train if u.features.shape[0] > 1]
+    order = list(range(len(usable)))
     for epoch in range(start, s.epochs):
         net.train()
         rng.shuffle(order)
         total = 0.0
-        for i in order:
-            u = train[i]
-            logits = net(u.features, u.cues)
-            weight = 1 + (s.positive_weight - 1) * u.target
-            loss = nn.functional.binary_cross_entropy_with_logits(
-                logits[1:], _soft_target(u.target, s.neighbour_label)[1:], weight=weight[1:])
+        for at in range(0, len(order), s.batch_units):
+            x, cues, lengths, y, mask = padded_batch([usable[i] for i in order[at:at + s.batch_units]])
+            logits = net(x, cues, lengths)
+            weight = (1 + (s.positive_weight - 1) * y) * mask
+            loss = (nn.functional.binary_cross_entropy_with_logits(
+                logits, _soft_target(y, s.neighbour_label), reduction="none") * weight).sum() / mask.sum()
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
             total += float(loss)
-        log.info("boundary net %d epoch %d: loss %.4f", seed, epoch, total / len(train))
+        log.info("boundary net %d epoch %d: loss %.4f", seed, epoch, total / max(1, len(order) // s.batch_units))
         torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch, "rng": rng.getstate()},
                    checkpoint)
     return net.eval()
@@ -163,7 +186,7 @@ def score_cuts(nets: TaggerNets, units: Sequence[EncodedUnit], threshold: float,
         scores = nets.scores(u.unit.sentences, u.unit.paragraph_starts or [False] * u.unit.n_sentences, u.embeddings)
         cuts = decode_cuts(scores, threshold=threshold, min_block=min_block)
         blocks = [{"from_idx": a, "to_idx": b} for a, b in blocks_from_cuts(cuts, u.unit.n_sentences)]
-        pairs.append((blocks, [s.model_dump() for s in u.unit.segments]))
+        pairs.append((blocks, list(u.unit.segments)))
     near, exact = micro_boundary_f1(pairs, tolerance=1), micro_boundary_f1(pairs, tolerance=0)
     return {"threshold": threshold, "f1": near.f1, "precision": near.precision, "recall": near.recall,
             "exact_f1": exact.f1, "predicted": near.predicted, "reference": near.reference}
@@ -190,12 +213,12 @@ def context_pairs(units: Sequence[EncodedUnit]) -> tuple[Any, Any, list[tuple[in
     for ui, u in enumerate(units):
         para = u.unit.paragraph_starts or [False] * u.unit.n_sentences
         for bi, seg in enumerate(u.unit.segments):
-            block = (int(seg.from_idx), int(seg.to_idx))
+            block = (int(seg["from_idx"]), int(seg["to_idx"]))
             candidates = context_candidates(block)
             if not candidates:
                 continue
             rows.append(context_pair_features(u.unit.sentences, para, u.embeddings, block, candidates))
-            gold = set(seg.context_idx)
+            gold = set(seg.get("context_idx") or [])
             labels.extend(float(j in gold) for j in candidates)
             where.extend((ui, bi, j) for j in candidates)
     if not rows:
@@ -266,13 +289,17 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
                                dropout=s.dropout, ensemble=s.seeds, min_block=s.min_block)
     if not units.get("train"):
         raise ValueError("the boundary stage has no training unit (data.runs / data.split)")
-    if not units.get("validation"):
-        raise ValueError("the boundary stage needs validation books to choose its threshold "
-                         "(data.split or data.val_fraction)")
     every = [u for split in units.values() for u in split]
-    vectors = embed_units(every, s.encoder, stage_dir / "embeddings.npz")
+    # the cache is keyed by the encoder, so another encoder in the same run folder never reads these
+    cache = stage_dir / f"embeddings-{hashlib.sha256(s.encoder.encode()).hexdigest()[:8]}.npz"
+    vectors = embed_units(every, s.encoder, cache)
     train = encode(units["train"], vectors, s.cue_buckets)
-    validation = encode(units["validation"], vectors, s.cue_buckets)
+    chosen_on = "validation"
+    if not units.get("validation"):
+        # a run without validation books (a one-book smoke run) chooses on what it trained on, and says so
+        log.warning("boundary stage: no validation books; the threshold is chosen on the training units")
+        chosen_on = "train"
+    validation = encode(units[chosen_on], vectors, s.cue_buckets)
     boundary = [train_boundary_net(train, s, net_settings, seed, stage_dir / f"net-{seed}.pt")
                 for seed in range(s.seeds)]
     context, context_report = train_context(train, validation, s, net_settings)
@@ -281,7 +308,8 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
     net_settings.threshold = threshold["chosen"]["threshold"]
     settings = save_nets(nets, stage_dir / "model")
     record = {"settings": settings, "encoder": s.encoder, "threshold": threshold, "context": context_report,
-              "units": {k: len(v) for k, v in units.items()}, "validation": threshold["chosen"]}
+              "units": {k: len(v) for k, v in units.items()}, "validation": threshold["chosen"],
+              "chosen_on": chosen_on}
     (stage_dir / "model" / "training.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return record
 

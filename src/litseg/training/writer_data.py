@@ -26,11 +26,11 @@ def build_writer_examples(units: Sequence[Any], prompt: Mapping[str, Any], token
     for unit in units:
         para = unit.paragraph_starts or [False] * unit.n_sentences
         for k, seg in enumerate(unit.segments):
-            subtitle = clean_subtitle(seg.subtitle)
+            subtitle = clean_subtitle(str(seg.get("subtitle") or ""))
             if not subtitle:
                 report.drop("block_without_subtitle")
                 continue
-            messages = writer_messages(prompt, unit.sentences, para, (int(seg.from_idx), int(seg.to_idx)))
+            messages = writer_messages(prompt, unit.sentences, para, (int(seg["from_idx"]), int(seg["to_idx"])))
             p_len, c_len = token_lengths(tokenizer, messages, subtitle, chat_template_kwargs)
             if p_len > max_prompt_tokens:
                 report.drop("prompt_too_long")
@@ -43,7 +43,7 @@ def build_writer_examples(units: Sequence[Any], prompt: Mapping[str, Any], token
                 "completion": [{"role": "assistant", "content": subtitle}],
                 "reference": subtitle,
                 "chapter": "",
-                "n_sentences": int(seg.to_idx) - int(seg.from_idx) + 1,
+                "n_sentences": int(seg["to_idx"]) - int(seg["from_idx"]) + 1,
                 "schema": str(prompt["schema"]),
                 "book_id": unit.book_id,
                 "unit_id": f"{unit.unit_id}#{k + 1}",
