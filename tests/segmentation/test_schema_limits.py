@@ -60,9 +60,10 @@ def test_default_limits_leave_room_for_long_reasoning() -> None:
     assert TEXT_BOUNDS["subtitle"] >= 150 and TEXT_BOUNDS["description"] >= 400
     assert LIST_BOUNDS == {"step_3_turning_points": None, "context_idx": None}
     schema = json_schema(get_schema("stage3"), n_sentences=37, bounded=True)
-    assert schema["properties"]["step_3_turning_points"]["maxItems"] == 37
+    # null bounds: one more than the unit's sentences (a valid answer never reaches them)
+    assert schema["properties"]["step_3_turning_points"]["maxItems"] == 38
     seg = schema["properties"]["segments"]["items"]["properties"]
-    assert seg["context_idx"]["maxItems"] == 37 and seg["subtitle"]["maxLength"] == TEXT_BOUNDS["subtitle"]
+    assert seg["context_idx"]["maxItems"] == 38 and seg["subtitle"]["maxLength"] == TEXT_BOUNDS["subtitle"]
 
 
 def test_limits_are_configurable_and_checked() -> None:
@@ -85,12 +86,15 @@ def test_limit_hits_name_every_field_at_its_limit() -> None:
     answer = {"step1": {"step_1_events": "x" * 10}, "step2": {"step_2_threads": "short"},
               "step3": {"chapter_title": "t", "step_3_turning_points": [{"type": "a", "description": "b"}] * 2,
                         "segments": [{"subtitle": "abcde", "from_idx": 1, "to_idx": 2, "context_idx": []},
-                                     {"subtitle": "ab", "from_idx": 3, "to_idx": 3, "context_idx": [1, 2, 3]}]}}
+                                     {"subtitle": "ab", "from_idx": 3, "to_idx": 3, "context_idx": [1, 2, 3, 1]}]}}
     hits = {h.path: (h.limit, h.length, h.unit) for h in limit_hits(answer, limits, n_sentences=3)}
     assert hits == {"step1.step_1_events": (10, 10, "characters"),
                     "step3.step_3_turning_points": (2, 2, "items"),
                     "step3.segments[0].subtitle": (5, 5, "characters"),
-                    "step3.segments[1].context_idx": (3, 3, "items")}  # null limit: n sentences
+                    "step3.segments[1].context_idx": (4, 4, "items")}  # null limit: n sentences + 1
+    # a list as long as the unit has sentences is one a valid answer may have: not a cut
+    whole = {"step3": {"step_3_turning_points": [{"type": "a", "description": "b"}] * 3}}
+    assert not limit_hits(whole, SchemaLimits.from_config(None), n_sentences=3)
     # ``segments`` is bounded by n as well, but a full list of n blocks is a valid answer, not a cut.
     assert not limit_hits({"segments": [{"subtitle": ""}] * 3}, limits, n_sentences=3)
 
@@ -199,8 +203,10 @@ def test_replayed_teacher_keeps_every_stage_text_whole(teacher_units, method: st
     from litseg.annotation.teacher_replay import replay_teacher
 
     units, tokenizer = teacher_units
-    # 214 records; how many current units they cover depends on the unit split of the day
-    assert len(units.items) >= 200
+    # every record is replayed as the unit the teacher answered, those over the word cap included
+    records = sum(1 for line in open(units.records, encoding="utf-8") if line.strip())
+    assert len(units.items) == records >= 700
+    assert any(len(doc.text[unit.start:unit.end].split()) > 2000 for doc, unit in units.items)
     report = replay_teacher(units, method, method_params(method), prompt(method), tokenizer=tokenizer)
     assert report.units == len(units.items)
     assert report.limit_hits == 0 and report.budget_cutoffs == 0, report.to_dict()

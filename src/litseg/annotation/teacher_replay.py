@@ -13,9 +13,10 @@ JSON Schema), takes the teacher's answer for that stage and lets through only wh
 
 The chunker then runs exactly as with a live model (parsing, validation, retries, limit reports)
 and :func:`replay_teacher` compares what it recorded with the teacher's texts: a stage is *whole*
-when the recorded answer equals the teacher's. The teacher's answers come from
-``method=imported`` (:class:`~litseg.annotation.importing.ImportedChunker`), mapped onto this
-project's current units and sentences. ``benchmarks/schema_limits.py`` prints the comparison.
+when the recorded answer equals the teacher's. Each teacher record is replayed on the text and
+sentences it was annotated on (:func:`load_teacher_units`), so a record longer than the project's
+word cap is still one unit with its whole answer. ``benchmarks/schema_limits.py`` prints the
+comparison.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -131,31 +131,36 @@ class TeacherUnits:
     records: str
 
 
-def load_teacher_units(annotations: str | Path, *, max_words: int = 2000, max_sentence_words: int = 120,
-                       limit: int | None = None) -> TeacherUnits:
-    """Map the records of ``annotations`` (the ``method=imported`` format) onto this project's
-    units, as ``annotate.py method=imported`` does, and keep each unit's three stage answers."""
-    from litseg.annotation.importing import ImportedChunker
-    from litseg.segmentation.preprocess import prepare_document
+def load_teacher_units(annotations: str | Path, *, limit: int | None = None) -> TeacherUnits:
+    """Each record of ``annotations`` (the ``method=imported`` format) as the unit the teacher
+    answered: its own text and numbered sentences, with its three stage answers.
 
-    imported = ImportedChunker(str(annotations))
-    prepare = partial(prepare_document, max_words=max_words, max_sentence_words=max_sentence_words,
-                      keep_front_matter=False, index_matter=False)  # the teacher annotated chapters only
+    The replay asks whether limits and budgets let a teacher's answers through whole, so each
+    answer must meet exactly the sentences it was written for. Records are not mapped onto this
+    project's units here: a record longer than the project's word cap would become several units,
+    each carrying the whole record's stage texts and turning points (more than a piece of two
+    sentences may hold), which is an artefact of the mapping, not a cut by the limits.
+    """
+    from litseg.segmentation.types import Document, Sentence, Unit
+
     items: list[tuple[Any, Any]] = []
     answers: dict[tuple[str, str], dict[str, Any]] = {}
-    for source in imported.book_sources(prepare):
-        doc = source.load()
-        for unit in doc.units:
-            diag = imported.chunk_unit(doc, unit).diagnostics
-            if UnitCounts.from_row(diag).fallback != "none" or not diag.get("answer"):
-                raise ValueError(f"{doc.book_id}/{unit.unit_id}: the imported answer needed repair "
-                                 f"({diag.get('fallback')}); the replay compares clean answers only")
-            answers[(doc.book_id, unit.unit_id)] = {
-                "stage1": diag["stages"]["stage1"]["answer"], "stage2": diag["stages"]["stage2"]["answer"],
-                "stage3": diag["answer"]}
+    with Path(annotations).open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            text = str(record["text"])
+            book_id, unit_id = str(record["book_id"]), str(record["uid"])
+            sentences = [Sentence(i, int(a), int(b)) for i, (a, b) in enumerate(record["sentences"], start=1)]
+            unit = Unit(book_id=book_id, unit_id=unit_id, index=len(items), start=sentences[0].start,
+                        end=sentences[-1].end, title=str(record.get("unit_title") or ""), sentences=sentences)
+            doc = Document(book_id=book_id, text=text, title=str(record.get("unit_title") or ""), units=[unit])
+            note = record["annotation"]
+            answers[(book_id, unit_id)] = {"stage1": note["step1"], "stage2": note["step2"], "stage3": note["step3"]}
             items.append((doc, unit))
             if limit is not None and len(items) >= limit:
-                return TeacherUnits(items, answers, str(annotations))
+                break
     return TeacherUnits(items, answers, str(annotations))
 
 

@@ -237,9 +237,9 @@ TEXT_BOUNDS: dict[str, int] = {
     "step_1_events": 6000, "step_2_threads": 6000, "chapter_title": 200, "subtitle": 200,
     "type": 80, "description": 600,
 }
-#: Lists: maximum items; ``None`` means as many as the unit has sentences (a list that long is
-#: never needed by a valid answer, so the limit only stops a runaway one). ``segments`` is always
-#: bounded by the number of sentences.
+#: Lists: maximum items; ``None`` means one more than the unit has sentences (a list that long is
+#: never needed by a valid answer, so the limit only stops a runaway one, and reaching it is never
+#: a whole answer). ``segments`` is always bounded by the number of sentences.
 LIST_BOUNDS: dict[str, int | None] = {"step_3_turning_points": None, "context_idx": None}
 
 #: Characters per token assumed when a token budget is checked against the text limits: below the
@@ -288,7 +288,12 @@ class SchemaLimits:
         if name not in self.lists:
             return None
         value = self.lists[name]
-        return n_sentences if value is None else value
+        if value is None and n_sentences is not None:
+            # one more than a valid answer can need (a turning point or a context index per
+            # sentence at most), so an answer that reaches the bound is a runaway one: a unit of two
+            # sentences with two turning points is whole, not cut
+            return n_sentences + 1
+        return value
 
     def text_tokens(self, model: type[BaseModel], chars_per_token: float = CHARS_PER_TOKEN) -> int:
         """Tokens the free-text fields of one ``model`` answer may take at their limits (one
