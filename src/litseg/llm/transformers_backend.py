@@ -391,6 +391,8 @@ class TransformersChatModel(ChatModel):
             groups.setdefault(key, []).append(i)
         size = self.config.batch_size
         for members in groups.values():
+            # prompts of similar length together: a batch is padded to its longest prompt
+            members = sorted(members, key=lambda i: len(prompts[i]))
             for start in range(0, len(members), size):
                 part = members[start:start + size]
                 answers = self._generate([requests[i] for i in part], [prompts[i] for i in part])
