@@ -17,6 +17,8 @@ from litseg.annotation.entry import run_annotate
 from litseg.annotation.store import read_jsonl
 from tests.conftest import REPO
 
+# Methods that need a group choice besides the defaults of annotate.yaml.
+EXTRA_OVERRIDES = {"litseg_tagger": ["prompt=tagger_writer"]}
 METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
 BOOK = """CHAPTER I
 
@@ -56,7 +58,7 @@ def test_annotate_runs_every_method(method: str, tmp_path: Path) -> None:
     book.write_text(BOOK, encoding="utf-8")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         cfg = compose("annotate", overrides=[f"method={method}", f"input={book}", "print_table=0",
-                                             "export.enabled=false"])
+                                             "export.enabled=false", *EXTRA_OVERRIDES.get(method, [])])
     with open_dict(cfg):
         cfg.llm = OmegaConf.create({"backend": "scripted", "answers": ["no idea"], "cycle": True})
         if "model" in cfg.method and method in {"perplexity", "margin_sampling"}:
@@ -65,6 +67,10 @@ def test_annotate_runs_every_method(method: str, tmp_path: Path) -> None:
             cfg.method.model = str(tiny_causal_lm_dir())
         if method == "token":
             cfg.method.tokenizer = "whitespace"
+        if method == "litseg_tagger":  # random nets over the packaged MiniLM: no trained tagger needed
+            from litseg.testing.tiny_tagger import tiny_tagger_dir
+
+            cfg.method.model = str(tiny_tagger_dir(tmp_path / "tagger"))
         if method == "imported":  # the books are the records' sources: one record per chapter
             cfg.method.annotations = str(_annotations_for(book, tmp_path / "ann.jsonl"))
     out = tmp_path / "run"

@@ -213,6 +213,8 @@ def test_adapter_runs_in_annotate_and_merges(sft_run, tmp_path):
 
 # Every other experiment (sft and grpo ran above), one step each, plus W&B offline on one of them.
 GRID = [e for e in EXPERIMENTS if e not in ("sft", "grpo")]
+# Experiments on a packaged book split (data.split): no book of the smoke data is held out there.
+FIXED_SPLIT = {"student", "tagger"}
 
 
 @pytest.fixture(scope="module")
@@ -234,12 +236,19 @@ def grid_runs(tmp_path_factory, teacher_run) -> dict[str, Path]:
 def test_every_experiment_smoke_runs(grid_runs, experiment):
     s = summary(grid_runs[experiment])
     assert s["experiment"] == experiment
-    assert isinstance(s["metric"], float) and "eval/reward" in s["eval"]
+    if experiment in FIXED_SPLIT:  # the synthetic teacher's book is in no list of the packaged split:
+        # all of it trains, and the skipped evaluation is said, not scored as a number
+        assert any("evaluation skipped" in w for w in s["warnings"]), s["warnings"]
+    else:
+        assert isinstance(s["metric"], float) and "eval/reward" in s["eval"]
     trained = bool(s["stage_plan"])
     assert (grid_runs[experiment] / "adapter").is_dir() == trained
     assert s["trained_nothing"] == []  # every stage that ran changed its weights
     for kind in s["stage_plan"]:
-        assert s["stages"][kind]["global_step"] == 1
+        if kind == "boundary":  # the tagger's nets train in epochs, not trainer steps
+            assert s["stages"][kind]["params"]["changed_tensors"] > 0
+        else:
+            assert s["stages"][kind]["global_step"] == 1
     if experiment == "litseg_lite":  # GRPO continued from the SFT adapter
         assert s["stage_plan"] == ["sft", "grpo"]
         assert json.loads((grid_runs[experiment] / "adapter/litseg_adapter.json").read_text())["stage"] == "grpo"

@@ -58,7 +58,9 @@ class Chunker(ABC):
 #: Chunker factories by ``method.name``. Every module of :mod:`litseg.chunkers` is imported on the
 #: first lookup, so a new chunker is one module (``@register("mine", config=MineConfig)``) plus
 #: ``conf/method/mine.yaml``; ``imported`` lives in the annotation package (litseg.chunkers.imported).
-CHUNKERS: Registry[Callable[..., Chunker]] = Registry("chunker", discover=["litseg.chunkers"])
+# tagger_model is the tagger's torch nets, no chunker: discovery must not import torch for every run.
+CHUNKERS: Registry[Callable[..., Chunker]] = Registry("chunker", discover=["litseg.chunkers"],
+                                                     skip=["litseg.chunkers.tagger_model"])
 _CONFIGS: dict[str, type[MethodConfig]] = {}
 
 

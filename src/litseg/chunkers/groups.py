@@ -42,6 +42,17 @@ class SinglePassPrompt(PromptConfig):
     paragraph_breaks: bool = False  # show the source's paragraph breaks as empty lines
 
 
+@dataclass(kw_only=True)
+class WriterPrompt(PromptConfig):
+    """LitSeg-Tagger's writer (conf/prompt/tagger_writer.yaml): one subtitle line per block."""
+
+    schema: str  # subtitle_line: the writer answers one line, no JSON
+    system: str
+    user: str
+    block_head_words: int  # the block's first words the writer reads
+    block_tail_words: int  # and its last; the middle of a longer block is shown as "[...]"
+
+
 @dataclass
 class PromptStage:
     name: str
@@ -139,6 +150,7 @@ _SHAPES: tuple[tuple[str, type[PromptConfig]], ...] = (
     ("stages", StagedPrompt), ("dimensions", JudgePrompt), ("retry", LumberPrompt),
     ("split_answer", MarginPrompt), ("answer_styles", RagAnswerPrompt),
     ("context_relevance", RagJudgePrompt), ("yes_answer", RagRerankPrompt),
+    ("block_head_words", WriterPrompt),
 )
 
 

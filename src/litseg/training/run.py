@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.training.config import TrainConfig, require_named_model, to_dict, train_config_from
+from litseg.training.data import check_teacher_runs, expand_runs
 from litseg.training.launch import check_devices, main_first
 from litseg.training.launch import RUN_ID_ENV, share_run_id  # noqa: F401 - train.py imports these here
 from litseg.training.stages import StagePlan, _rewards_logged, run_stages  # noqa: F401 - _rewards_logged: tests
@@ -40,7 +41,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     Refused before the run directory is made or any model loads, each in one line: no model named
     (:func:`~litseg.training.config.require_named_model`), several GPUs under a plain process
     (:func:`~litseg.training.launch.check_devices`), and a judge that does not answer under its
-    configured name (the rewards' ``check``)."""
+    configured name (the rewards' ``check``); teacher runs that are missing or not a teacher's are
+    named before the judge is asked."""
     from litseg.training.builders import visible_gpus
 
     tc: TrainConfig = train_config_from(cfg)
@@ -48,6 +50,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
         raise ValueError("no prompt: compose with prompt=litseg_lite (or an ablation prompt)")
     require_named_model(tc.model)
     check_devices(visible_gpus())
+    if tc.data.runs:  # a missing teacher run is the user's first mistake: name it before asking any judge
+        check_teacher_runs(expand_runs(tc.data.runs))
     reward_funcs, reward_weights = _rewards(tc)
     try:
         check_rewards(reward_funcs)
