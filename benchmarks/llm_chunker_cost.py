@@ -38,7 +38,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from litseg.chunkers.base import build_chunker_from_config  # noqa: E402
+from litseg.chunkers.build import build_chunker_from_config  # noqa: E402
 from litseg.segmentation.preprocess import prepare_document  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
 

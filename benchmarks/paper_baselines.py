@@ -26,7 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from litseg.rag.evaluation.results import ChunkerResult, EvalSettings, EvaluationResult  # noqa: E402
+from litseg.rag.results import ChunkerResult, EvalSettings, EvaluationResult  # noqa: E402
 from litseg.rag.report import markdown_table, main_table  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
 

@@ -128,7 +128,7 @@ def test_auto_without_a_chat_model_keeps_the_numeric_fallback() -> None:
 def test_auto_for_a_baseline_imports_no_model_backend() -> None:
     code = (
         "import sys\n"
-        "from litseg.chunkers.base import build_chunker\n"
+        "from litseg.chunkers.build import build_chunker\n"
         "from litseg.annotation.word_cap import resolve_word_cap\n"
         "chunker = build_chunker('recursive')\n"
         "before = set(sys.modules)\n"

@@ -542,7 +542,7 @@ def test_registry_lists_the_baselines() -> None:
 def test_method_configs_launch_line_and_build(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from omegaconf import OmegaConf
 
-    from litseg.chunkers.base import build_chunker_from_config
+    from litseg.chunkers.build import build_chunker_from_config
 
     path = REPO / "conf" / "method" / f"{name}.yaml"
     first = path.read_text(encoding="utf-8").splitlines()[0]

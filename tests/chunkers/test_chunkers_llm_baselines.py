@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from omegaconf import OmegaConf
 
 from litseg.chunkers import build_chunker
-from litseg.chunkers.base import UnitResult, build_chunker_from_config
+from litseg.chunkers.base import UnitResult
+from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.lumber import (
     LumberChunker,
     answer_schema,

@@ -9,7 +9,7 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from litseg.chunkers.base import build_chunker_from_config
+from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
 from litseg.chunkers.llm_common import number_sentences, render_single_pass_messages
 from litseg.llm.base import ChatModel, ChatRequest, Completion

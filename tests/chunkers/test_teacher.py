@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from litseg.chunkers.base import build_chunker, build_chunker_from_config
+from litseg.chunkers.build import build_chunker, build_chunker_from_config
 from litseg.chunkers.litseg import SKIPPED_NOTE, UNAVAILABLE_NOTE, LitSegChunker, render_stage_messages
 from litseg.llm.base import ChatRequest, Completion
 from litseg.llm.testing import ScriptedChatModel

@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from litseg.chunkers.base import ConfigValueError, build_chunker_from_config
+from litseg.chunkers.base import ConfigValueError
+from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.litseg import LitSegChunker
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
 from litseg.chunkers.lumber import LumberChunker

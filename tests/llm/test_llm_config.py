@@ -20,7 +20,8 @@ from litseg.llm.config import (
     TransformersLLMConfig,
     VLLMLLMConfig,
 )
-from litseg.llm.factory import BACKENDS, available_backends, build_llm
+from litseg.llm.backends import BACKENDS, available_backends
+from litseg.llm.factory import build_llm
 from litseg.utils.config import ConfigError, from_dict
 from litseg.utils.registry import Registry
 from tests.conftest import REPO

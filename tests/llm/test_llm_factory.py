@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion
 from litseg.llm.cache import CachedChatModel, CacheMiss, ReplayChatModel
-from litseg.llm.factory import available_backends, build_llm, register_backend
+from litseg.llm.backends import available_backends, register_backend
+from litseg.llm.factory import build_llm
 from litseg.llm.testing import ScriptedChatModel
 from tests.conftest import REPO
 

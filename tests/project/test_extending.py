@@ -128,7 +128,8 @@ for group, option in {options!r}:
 def test_the_chunker_is_found_by_name_and_cuts_at_blank_lines(sandbox: Path) -> None:
     _check(sandbox, "chunker", f"""
 import dataclasses
-from litseg.chunkers.base import CHUNKERS, ConfigValueError, build_chunker, build_chunker_from_config, config_class
+from litseg.chunkers.base import CHUNKERS, ConfigValueError, config_class
+from litseg.chunkers.build import build_chunker, build_chunker_from_config
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.types import Document
 assert "paragraph" in CHUNKERS.names()

@@ -54,7 +54,7 @@ def test_every_method_can_be_evaluated_by_name() -> None:
 @pytest.mark.parametrize("suite", sorted(p.stem for p in (CONF / "suite").glob("*.yaml")))
 def test_suites_compose_and_name_a_loader(suite: str) -> None:
     from litseg.rag.benchmarks import BENCHMARKS
-    from litseg.rag.evaluation.results import EvalSettings, retrieval_metric_names
+    from litseg.rag.results import EvalSettings, retrieval_metric_names
 
     cfg = composed(f"suite={suite}")
     assert cfg.suite.name == suite and cfg.suite.loader in BENCHMARKS

@@ -21,7 +21,7 @@ from litseg.rag.config import (
     evaluate_config,
     method_config,
 )
-from litseg.rag.evaluation.results import EvalSettings
+from litseg.rag.results import EvalSettings
 from litseg.utils.config import ConfigError, from_dict
 
 

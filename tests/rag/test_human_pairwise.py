@@ -14,7 +14,7 @@ import pytest
 from tests.browser import chromium, dump_dom
 
 from litseg.rag import human_pairwise as hp
-from litseg.rag.datasets import Benchmark, BenchmarkBook, Evidence, Question
+from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question
 
 
 def _bench() -> Benchmark:

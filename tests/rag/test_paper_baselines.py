@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 
 from litseg.rag.derived_chunks import ChunkSetBuilder, expand_derived, split_merge
 from litseg.rag.metrics import chunk_statistics, main_text_overlap
-from litseg.rag.evaluation.sources import ChunkerSpec, build_chunkset, resolve_chunkers
+from litseg.rag.chunk_sets import ChunkerSpec
+from litseg.rag.evaluation.sources import build_chunkset, resolve_chunkers
 from tests.conftest import REPO
 from tests.doc_strategies import make_doc
 
@@ -137,7 +138,7 @@ def test_overlapping_token_windows_are_measured_and_reported() -> None:
 
 
 def test_report_has_an_overlap_column_only_when_chunks_overlap() -> None:
-    from litseg.rag.evaluation.results import ChunkerResult, EvalSettings, EvaluationResult
+    from litseg.rag.results import ChunkerResult, EvalSettings, EvaluationResult
     from litseg.rag.report import main_table
 
     def result(label: str, share: float) -> ChunkerResult:

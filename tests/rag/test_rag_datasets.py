@@ -1,4 +1,4 @@
-"""Benchmark loaders and evidence matching (litseg.rag.datasets, litseg.rag.evidence).
+"""Benchmark loaders and evidence matching (litseg.rag.benchmarks, litseg.rag.evidence).
 
 The synthetic tests run everywhere; the ones marked ``shared_data`` read ../shared/data and skip
 with a reason when it is absent.
@@ -14,20 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litseg.rag.datasets import (
-    NARRATIVEQA_HUB_COLUMNS,
-    Benchmark,
-    BenchmarkBook,
-    Evidence,
-    Question,
-    load_benchmark,
-    load_fairytaleqa,
-    load_gutenqa,
-    load_literaryqa,
-    load_qa_table,
-    normalize_newlines,
-    unwrap_hard_lines,
-)
+from litseg.rag.benchmarks import load_benchmark
+from litseg.rag.benchmarks.fairytaleqa import load_fairytaleqa
+from litseg.rag.benchmarks.gutenqa import load_gutenqa
+from litseg.rag.benchmarks.literaryqa import load_literaryqa
+from litseg.rag.benchmarks.qa_table import NARRATIVEQA_HUB_COLUMNS, load_qa_table
+from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question
+from litseg.utils.tables import normalize_newlines, unwrap_hard_lines
 from litseg.rag.evidence import (
     TextMatcher,
     chunk_is_relevant,

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from litseg.llm.base import ChatRequest, Completion
 from litseg.llm.testing import ScriptedChatModel
-from litseg.rag.datasets import Benchmark, BenchmarkBook, Evidence, Question
+from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question
 from litseg.rag.generate import AnswerGenerator, AnswerInput, clean_answer
 from litseg.rag.index import BM25Encoder, ChunkIndex, DenseEncoder, HashingEmbedder, IndexedChunk, SparseVector
 from litseg.rag.judge import RagJudge, parse_rating, summarize
@@ -355,7 +355,7 @@ def test_saved_chunks_and_annotate_runs_evaluate_like_fresh_chunking(tmp_path: P
     chunking inside the evaluation."""
     from functools import partial
 
-    from litseg.chunkers.base import build_chunker
+    from litseg.chunkers.build import build_chunker
     from litseg.annotation.annotate import annotate
     from litseg.rag.evaluation import export_texts, resolve_chunkers
     from litseg.segmentation.preprocess import prepare_document
@@ -544,7 +544,7 @@ def test_generation_and_judge_with_the_embedded_model(tmp_path: Path) -> None:
 
 def test_context_sentences_are_read_text_for_the_size_fair_measure() -> None:
     from litseg.rag.evidence import evidence_recovered_chars
-    from litseg.rag.evaluation.results import EvalSettings
+    from litseg.rag.results import EvalSettings
     from litseg.rag.evaluation.scoring import _reader_spans
     from litseg.segmentation.types import Chunk
 

@@ -85,7 +85,7 @@ def doc(tmp_path: Path) -> Document:
 
 
 def test_shipped_method_configs_keep_an_unusable_unit_whole(doc: Document) -> None:
-    from litseg.chunkers.base import build_chunker_from_config
+    from litseg.chunkers.build import build_chunker_from_config
 
     for name in ("litseg", "litseg_lite"):
         assert OmegaConf.load(REPO / "conf" / "method" / f"{name}.yaml").fallback == "whole_unit"
@@ -158,7 +158,7 @@ def test_every_report_row_shows_its_fallback_shares(tmp_path: Path) -> None:
 def test_annotate_run_folders_bring_their_fallbacks(tmp_path: Path) -> None:
     from functools import partial
 
-    from litseg.chunkers.base import build_chunker
+    from litseg.chunkers.build import build_chunker
     from litseg.annotation.annotate import annotate
     from litseg.rag.evaluation.run import export_texts
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litseg.chunkers.base import Chunker, build_chunker
+from litseg.chunkers.base import Chunker
+from litseg.chunkers.build import build_chunker
 from litseg.segmentation.reading import read_document
 from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Chunk, Document, Sentence, Unit

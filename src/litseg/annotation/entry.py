@@ -32,7 +32,8 @@ from litseg.annotation.sources import BookSource, dataset_sources, file_sources,
 from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
 from litseg.annotation.view import chunk_table, render_html, unit_parts
 from litseg.annotation.word_cap import WordCap, resolve_word_cap
-from litseg.chunkers.base import Chunker, build_chunker_from_config
+from litseg.chunkers.base import Chunker
+from litseg.chunkers.build import build_chunker_from_config
 from litseg.errors import SetupError
 from litseg.segmentation.types import Document
 from litseg.utils.task import hydra_run_dir, start_task

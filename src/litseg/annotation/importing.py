@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from litseg.chunkers.base import Chunker, UnitResult, register
 from litseg.chunkers.llm_common import sentence_word_counts
 from litseg.llm.base import Completion
+from litseg.annotation.fairytaleqa_story import fairytaleqa_story_text
 from litseg.annotation.sources import BookSource
 from litseg.segmentation.reading import slugify
 from litseg.segmentation.reconstruct import build_chunks
@@ -318,8 +319,6 @@ def fairytaleqa_story(path: Path) -> str | None:
     """A FairytaleQA ``*-story.csv`` read as the benchmark reads it (sections, blank line between)."""
     if not path.name.endswith("-story.csv"):
         return None
-    from litseg.rag.datasets import fairytaleqa_story_text
-
     return fairytaleqa_story_text(path)
 
 

@@ -307,7 +307,7 @@ def prompt_token_counter(llm: Any) -> tuple[Callable[[Messages], int], str]:
     kind = _kind(model)
     try:
         if kind == "transformers":
-            return _template_counter(_transformers_tokenizer(model), model.config.chat_template_kwargs), "tokenizer"
+            return _template_counter(model.tokenizer_without_weights(), model.config.chat_template_kwargs), "tokenizer"
         if kind == "vllm":
             if getattr(model, "_llm", None) is not None:
                 return model.count_prompt_tokens, "tokenizer"
@@ -340,19 +340,6 @@ def _template_counter(tokenizer: Any, template_kwargs: Mapping[str, Any] | None)
         return len(ids["input_ids"])
 
     return count
-
-
-def _transformers_tokenizer(model: Any) -> Any:
-    from litseg.llm import transformers_backend as tb
-
-    if model._load_key() in tb._LOADED:  # already loaded: nothing to read again
-        return model.tokenizer
-    cfg = model.config
-    if cfg.gguf_file and cfg.tokenizer is None:
-        return tb.gguf_tokenizer(cfg.model, cfg.gguf_file)
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model, trust_remote_code=cfg.trust_remote_code)
 
 
 def _vllm_tokenizer(model: Any) -> Any:

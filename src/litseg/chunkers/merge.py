@@ -31,7 +31,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from litseg.chunkers.base import Chunker, MergeOptions, UnitResult, build_chunker, register
+from litseg.chunkers.base import Chunker, MergeOptions, UnitResult
 from litseg.chunkers.spans import chunks_from_spans, span_stats
 from litseg.segmentation.types import Chunk, Document, Unit
 
@@ -149,11 +149,3 @@ def _check(target: float, measure: str) -> None:
         raise ValueError(f"merge: measure must be one of {MEASURES}, got {measure!r}")
     if not isinstance(target, (int, float)) or target <= 0:
         raise ValueError(f"merge: target must be a positive number, got {target!r}")
-
-
-@register("merge")
-def _build(base: str, target: float, measure: str = "words", **base_params: Any) -> Chunker:
-    """``method=merge`` with ``base: <chunker name>`` and that chunker's parameters beside it."""
-    if base == "merge":
-        raise ValueError("merge: base must be another chunker, not 'merge'")
-    return DynamicMerge(build_chunker(base, **base_params), target=target, measure=measure)

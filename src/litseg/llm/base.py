@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.errors import UNAVAILABLE, SetupError  # noqa: F401 - UNAVAILABLE re-exported for backends
+from litseg.models import MODELS_DIR, adapter_digest
 from litseg.segmentation.types import NamedTokenizer
 
 
@@ -137,8 +138,6 @@ def adapter_identity(adapter: str) -> dict[str, Any]:
     machine's path), every adapter by a digest of its weights, so that retraining into the same
     folder never replays the cached answers of the old weights."""
     from pathlib import Path
-
-    from litseg.models import MODELS_DIR, adapter_digest
 
     path = Path(adapter).expanduser()
     return {"adapter": path.name if path.parent == MODELS_DIR else adapter,

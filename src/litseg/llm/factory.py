@@ -13,7 +13,7 @@
 
 One way from config to model: the section is typed by :class:`~litseg.llm.config.LLMConfig`
 (which picks the backend's own class, so a misspelt setting fails with its dotted path), then
-``factory.from_config(section)`` builds it. Backends are plug-ins of :data:`BACKENDS`
+``factory.from_config(section)`` builds it. Backends are plug-ins of :data:`litseg.llm.backends.BACKENDS`
 (:class:`~litseg.utils.registry.Registry`); the built-in ones are registered lazily, so building
 ``scripted`` or ``replay`` never imports torch and vLLM is imported only when chosen. A plug-in
 backend without a ``config_class`` (``@register_backend("mine")`` on a class taking keywords) gets
@@ -26,43 +26,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from litseg.llm.backends import BackendFactory, get_backend
 from litseg.llm.base import ChatModel
+from litseg.llm.cache import CachedChatModel, ReplayChatModel
 from litseg.llm.config import CacheConfig, LLMConfig, ReplayLLMConfig
 from litseg.utils.config import from_dict, to_plain
-from litseg.utils.registry import Registry
-
-BackendFactory = Callable[..., ChatModel]
-
-BACKENDS: Registry[BackendFactory] = Registry("llm backend")
-for _name, _target in {
-    "transformers": "litseg.llm.transformers_backend:TransformersChatModel",
-    "embedded": "litseg.llm.embedded:EmbeddedChatModel",
-    "scripted": "litseg.llm.testing:ScriptedChatModel",
-    "replay": "litseg.llm.cache:ReplayChatModel",
-    "openai": "litseg.llm.openai_backend:OpenAIChatModel",
-    "vllm": "litseg.llm.vllm_backend:VLLMChatModel",  # the vllm package itself loads with the engine
-}.items():
-    BACKENDS.register_lazy(_name, _target)
-
-
-def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:
-    """Decorator: ``@register_backend("mine")`` makes ``backend: mine`` build with this factory."""
-    return BACKENDS.register(name)
-
-
-def register_lazy_backend(name: str, target: str) -> None:
-    """Register ``backend: name`` as ``"package.module:attribute"``, imported on first use."""
-    BACKENDS.register_lazy(name, target)
-
-
-def available_backends() -> list[str]:
-    return BACKENDS.names()
-
-
-def get_backend(name: str) -> BackendFactory:
-    """The factory of ``backend: name`` (a ``"module:attribute"`` name is imported as such)."""
-    return BACKENDS.get(name)
-
 
 def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
     settings = to_plain(config)
@@ -108,8 +76,6 @@ def with_cache(model: ChatModel, cache: CacheConfig | None) -> ChatModel:
         return model
     if cache.replay:
         # The backend object is only asked for its identity; its weights are never loaded.
-        from litseg.llm.cache import ReplayChatModel
-
         if not cache.path:
             raise ValueError("llm.cache.replay needs llm.cache.path")
         return ReplayChatModel(cache.path, model.identity(), timeout_s=cache.timeout_s)
@@ -118,8 +84,6 @@ def with_cache(model: ChatModel, cache: CacheConfig | None) -> ChatModel:
         return model
     if not cache.path:
         raise ValueError("llm.cache.enabled needs llm.cache.path")
-    from litseg.llm.cache import CachedChatModel
-
     return CachedChatModel(model, cache.path, timeout_s=cache.timeout_s)
 
 

@@ -36,7 +36,7 @@ def _gguf_fingerprint(path: Path) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
-def _converted_dir(model_dir: str, gguf_file: str, kind: str) -> Path:
+def converted_dir(model_dir: str, gguf_file: str, kind: str) -> Path:
     gguf_path = Path(model_dir) / gguf_file
     return litseg_cache_dir() / kind / f"{gguf_path.stem}-{_gguf_fingerprint(gguf_path)}"
 
@@ -65,23 +65,23 @@ def gguf_tokenizer(model_dir: str, gguf_file: str) -> Any:
     from transformers import AutoTokenizer
 
     for kind in ("converted", "tokenizers"):
-        cached = _converted_dir(model_dir, gguf_file, kind)
+        cached = converted_dir(model_dir, gguf_file, kind)
         if (cached / "tokenizer_config.json").is_file():
             try:
                 return AutoTokenizer.from_pretrained(cached)
             except Exception as exc:
                 log.warning("cached tokenizer %s unreadable (%s); reading the GGUF again", cached, exc)
     tokenizer = AutoTokenizer.from_pretrained(model_dir, gguf_file=gguf_file)
-    _save_atomically(_converted_dir(model_dir, gguf_file, "tokenizers"), tokenizer)
+    _save_atomically(converted_dir(model_dir, gguf_file, "tokenizers"), tokenizer)
     return tokenizer
 
 
-def _load_gguf_converted(model_dir: str, gguf_file: str, dtype: Any) -> tuple[Any, Any]:
+def load_gguf_converted(model_dir: str, gguf_file: str, dtype: Any) -> tuple[Any, Any]:
     """Model and tokenizer of a GGUF, from the safetensors copy when one exists (else made now)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    target = _converted_dir(model_dir, gguf_file, "converted")
+    target = converted_dir(model_dir, gguf_file, "converted")
     if (target / "config.json").is_file():
         try:
             return (AutoModelForCausalLM.from_pretrained(target, dtype=dtype),

@@ -41,15 +41,9 @@ from litseg.llm.base import (
     tokenizer_label,
 )
 from litseg.segmentation.types import NamedTokenizer
-from litseg.llm.config import CONSTRAINED_ENGINES, TransformersBackendConfig, TransformersLLMConfig  # noqa: F401
+from litseg.llm.config import TransformersBackendConfig, TransformersLLMConfig
 from litseg.llm.decoding import generation_preferences, neutral_generation_config
-# Re-exported: the GGUF helpers lived here (training.builders, word_cap and tests import them from here).
-from litseg.llm.gguf import (  # noqa: F401
-    _converted_dir,
-    _load_gguf_converted,
-    gguf_tokenizer,
-    litseg_cache_dir,
-)
+from litseg.llm.gguf import gguf_tokenizer, load_gguf_converted
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +108,7 @@ def _load(cfg: TransformersBackendConfig) -> _Loaded:
         raise ModelUnavailable(f"transformers backend: GGUF file {cfg.gguf_file!r} not found in {model_dir}")
     start = time.perf_counter()
     if cfg.gguf_file and cfg.convert_gguf and cfg.tokenizer is None:
-        model, tokenizer = _load_gguf_converted(str(model_dir), cfg.gguf_file, dtype)
+        model, tokenizer = load_gguf_converted(str(model_dir), cfg.gguf_file, dtype)
     else:
         extra: dict[str, Any] = {"trust_remote_code": cfg.trust_remote_code}
         if cfg.gguf_file:
@@ -289,6 +283,18 @@ class TransformersChatModel(ChatModel):
     @property
     def tokenizer(self) -> Any:
         return self.loaded.tokenizer
+
+    def tokenizer_without_weights(self) -> Any:
+        """The tokenizer, read without loading the weights (the loaded one when they already are):
+        enough to count a prompt's tokens before a run sizes its units."""
+        if self._load_key() in _LOADED:
+            return self.tokenizer
+        cfg = self.config
+        if cfg.gguf_file and cfg.tokenizer is None:
+            return gguf_tokenizer(cfg.model, cfg.gguf_file)
+        from transformers import AutoTokenizer  # heavy, optional: the transformers backend only
+
+        return AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model, trust_remote_code=cfg.trust_remote_code)
 
     @property
     def model(self) -> Any:

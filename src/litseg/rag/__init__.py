@@ -6,18 +6,12 @@ nltk, scipy, pandas, pingouin, scikit-learn, statsmodels, openpyxl) are imported
 that use them. See docs/evaluation_metrics.md.
 """
 
-from litseg.rag.datasets import (
-    Benchmark,
-    BenchmarkBook,
-    Evidence,
-    QAColumns,
-    Question,
-    load_benchmark,
-    load_fairytaleqa,
-    load_gutenqa,
-    load_literaryqa,
-    load_qa_table,
-)
+from litseg.rag.benchmarks import load_benchmark
+from litseg.rag.benchmarks.fairytaleqa import load_fairytaleqa
+from litseg.rag.benchmarks.gutenqa import load_gutenqa
+from litseg.rag.benchmarks.literaryqa import load_literaryqa
+from litseg.rag.benchmarks.qa_table import QAColumns, load_qa_table
+from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question
 from litseg.rag.evidence import (
     TextMatcher,
     chunk_is_relevant,

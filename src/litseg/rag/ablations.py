@@ -27,6 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from litseg.llm.adapter_config import inference_llm_config
+from litseg.llm.local_models import local_model_path
+from litseg.rag.config import DEFAULT_CONF_DIR, method_config
+from litseg.utils.config import ConfigError
+
 log = logging.getLogger(__name__)
 
 SUMMARY = "train_summary.json"
@@ -90,19 +95,17 @@ def find_student_runs(paths: str | Path | Sequence[str | Path]) -> list[StudentR
 def student_llm_config(run: StudentRun, backend: str = "transformers", **settings: Any) -> dict[str, Any]:
     """The llm config that runs the student of ``run``: its base model with its adapter (none for
     a variant that trained nothing, e.g. ``w/o fine-tune`` or a prompt ablation)."""
-    from litseg.training.adapters import inference_llm_config
-    from litseg.training.builders import resolve_model_path
-    from litseg.training.config import ModelConfig, from_dict
-
-    model = from_dict(ModelConfig, run.config.get("model") or {}, "model")
+    model = run.config.get("model") or {}
+    if "path" not in model:
+        raise ConfigError(f"students: {run.run_dir}/config.yaml names no model.path (not a train.py run?)")
     peft = run.config.get("peft") or {}
     adapter = run.adapter
     if adapter and not Path(adapter).is_absolute() and not Path(adapter).exists():
         adapter = str(run.run_dir / "adapter")
     if adapter and peft.get("enabled") is False:  # full fine-tuning saved a whole model
         return inference_llm_config(str(adapter), None, backend=backend, **settings)
-    return inference_llm_config(resolve_model_path(model), adapter, backend=backend,
-                                embedded=model.path == "embedded", lora_rank=peft.get("r"), **settings)
+    return inference_llm_config(local_model_path(str(model["path"])), adapter, backend=backend,
+                                embedded=model["path"] == "embedded", lora_rank=peft.get("r"), **settings)
 
 
 def student_chunkers(runs: Iterable[StudentRun], *, method: Mapping[str, Any] | None = None,
@@ -110,8 +113,6 @@ def student_chunkers(runs: Iterable[StudentRun], *, method: Mapping[str, Any] | 
                      conf_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """``chunkers`` entries (label -> method config with its own ``llm`` and ``prompt``) for the
     runs that finished; ``method`` overrides ``conf/method/litseg_lite.yaml`` for all of them."""
-    from litseg.rag.config import DEFAULT_CONF_DIR, method_config
-
     base = method_config("litseg_lite", conf_dir or DEFAULT_CONF_DIR)
     overrides = {k: v for k, v in dict(method or {}).items() if v is not None}  # null: keep the method's value
     out: dict[str, dict[str, Any]] = {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from litseg.training.config import LoggerConfig
+from litseg.utils.tracking import LoggerConfig
 from litseg.utils.config import config_schema, from_dict, to_plain
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

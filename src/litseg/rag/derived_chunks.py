@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from litseg.rag.benchmarks.records import Benchmark
-    from litseg.rag.evaluation.sources import ChunkerSpec, ChunkSet
+    from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet
     from litseg.segmentation.types import Document
 
 FROM_KEY = "from"

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from litseg.rag.evaluation.results import ChunkerResult, EvaluationResult
-    from litseg.training.config import LoggerConfig
+    from litseg.rag.results import ChunkerResult, EvaluationResult
+    from litseg.utils.tracking import LoggerConfig
 
 from litseg.rag.rows import count_of
 from litseg.rag.stats import few_books_warning

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -32,10 +32,24 @@ from litseg.segmentation.validation import (
     validate_segments,
 )
 
-if TYPE_CHECKING:  # only the type: the loop reads a completion's fields and imports no LLM code
-    from litseg.llm.base import Completion
 
-Ask = Callable[[list[dict[str, str]]], "Completion"]
+
+class ModelReply(Protocol):
+    """What the loop reads of a model's answer (:class:`litseg.llm.base.Completion` has it): the
+    segmentation layer sits below the LLM layer, so it names the fields instead of importing them."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    seconds: float
+    finish_reason: str
+    from_cache: bool
+    error: str | None
+    error_kind: str | None
+
+
+Ask = Callable[[list[dict[str, str]]], ModelReply]
 Fallback = Literal["none", "repair", "whole_unit"]
 #: What becomes of a unit with no readable answer (``method.fallback``): kept whole as one
 #: segment (the paper's rule), or split into pieces under ``fallback_max_words``.
@@ -225,7 +239,7 @@ def _check_arguments(n: int, sentence_words: Sequence[int], max_retries: int, fa
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
 
 
-def _record_try(diag: SegmentationDiagnostics, attempt: int, completion: Completion) -> TryRecord:
+def _record_try(diag: SegmentationDiagnostics, attempt: int, completion: ModelReply) -> TryRecord:
     """Count the call and start its record with what the backend reported."""
     diag.tries += 1
     record = TryRecord(
@@ -240,7 +254,7 @@ def _record_try(diag: SegmentationDiagnostics, attempt: int, completion: Complet
 
 
 def _backend_failed(diag: SegmentationDiagnostics, record: TryRecord, attempt: int,
-                    completion: Completion) -> None:
+                    completion: ModelReply) -> None:
     """Record a failed call; raise :class:`ModelUnreachable` when the model never saw it."""
     record.issues = [ValidationIssue(IssueCode.BACKEND_ERROR, completion.error).to_dict()]
     if is_unavailable(completion):
@@ -248,7 +262,7 @@ def _backend_failed(diag: SegmentationDiagnostics, record: TryRecord, attempt: i
         raise ModelUnreachable(completion.error, diag.to_dict())
 
 
-def _read_reply(completion: Completion, record: TryRecord, attempt: int, best: _Best | None, *,
+def _read_reply(completion: ModelReply, record: TryRecord, attempt: int, best: _Best | None, *,
                 n: int, answer_model: type[BaseModel],
                 extract_segments: Callable[[BaseModel], list[Segment]],
                 limits: SchemaLimits | None) -> tuple[list[ValidationIssue], _Best | None]:
@@ -274,7 +288,7 @@ def _read_reply(completion: Completion, record: TryRecord, attempt: int, best: _
     return issues, best
 
 
-def _feedback_turn(completion: Completion, request: str) -> list[dict[str, str]]:
+def _feedback_turn(completion: ModelReply, request: str) -> list[dict[str, str]]:
     """The model's reply and the correction request, to be appended to the conversation."""
     if completion.finish_reason == "length":
         request += f"\n{CUT_OFF_NOTICE}"

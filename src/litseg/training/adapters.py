@@ -93,29 +93,3 @@ def merge_adapter(base_model: str | Path, adapter_dir: str | Path, target: str |
     meta = adapter_metadata(adapter_dir)
     (out / METADATA).write_text(json.dumps({**meta, "merged_from": str(adapter_dir)}, indent=2) + "\n")
     return out
-
-
-def inference_llm_config(model_path: str, adapter_dir: str | Path | None, *, backend: str = "transformers",
-                         embedded: bool = False, lora_rank: int | None = None, cache: bool = False,
-                         **settings: Any) -> dict[str, Any]:
-    """An ``llm`` config (for :func:`~litseg.llm.factory.build_llm`) that runs the student.
-
-    ``embedded`` uses the embedded GGUF as base (the model the adapter was trained on when
-    ``model.path=embedded``). The response cache is off by default: the adapter directory's path
-    stays the same when it is retrained, so cached answers could belong to older weights.
-    """
-    adapter = str(adapter_dir) if adapter_dir is not None else None
-    if backend == "vllm":
-        config: dict[str, Any] = {"backend": "vllm", "model": model_path, "adapter": adapter}
-        if lora_rank:
-            config["max_lora_rank"] = max(8, int(lora_rank))
-    elif backend == "transformers":
-        config = {"backend": "embedded"} if embedded else {"backend": "transformers", "model": model_path}
-        config["adapter"] = adapter
-    else:
-        raise ValueError(f"no inference recipe for backend {backend!r} (transformers | vllm; "
-                         "for a server see litseg.training.adapters)")
-    config.update(settings)
-    if cache:
-        config["cache"] = {"enabled": True, "path": ".cache/litseg/llm_responses.sqlite"}
-    return config

@@ -23,6 +23,7 @@ from litseg.training.config import (
 )
 
 from litseg.llm.decoding import neutral_generation_config
+from litseg.llm.local_models import local_model_path
 from litseg.training.launch import is_main_process, world_size  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -97,27 +98,7 @@ def torch_dtype(name: str) -> Any:
 
 def resolve_model_path(model: ModelConfig) -> str:
     """A directory (or hub id) that ``from_pretrained`` loads: ``tiny`` and ``embedded`` resolved."""
-    if model.path == "tiny":
-        from litseg.training.tiny_model import tiny_causal_lm_dir
-
-        return str(tiny_causal_lm_dir())
-    if model.path == "embedded":
-        return str(embedded_model_dir())
-    return str(Path(model.path).expanduser()) if Path(model.path).expanduser().exists() else model.path
-
-
-def embedded_model_dir() -> Path:
-    """The embedded SmolLM2 GGUF, dequantized to a safetensors directory (made once, then reused)."""
-    from litseg.llm.embedded import embedded_model_path
-    from litseg.llm.transformers_backend import _converted_dir, _load_gguf_converted
-
-    directory, gguf_file = embedded_model_path()
-    target = _converted_dir(directory, gguf_file, "converted")
-    if not (target / "config.json").is_file():
-        import torch
-
-        _load_gguf_converted(directory, gguf_file, torch.float32)
-    return target
+    return local_model_path(model.path)
 
 
 def load_tokenizer(model: ModelConfig) -> Any:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litseg.utils.config import ConfigError, config_schema, from_dict, to_plain
+from litseg.utils.tracking import LoggerConfig
 
 STAGE_KINDS = ("sft", "grpo", "boundary")
 
@@ -228,20 +229,6 @@ class RewardsConfig:
         if not extra:
             return cls
         return dataclasses.make_dataclass(cls.__name__, [(k, RewardSpec | None, None) for k in extra], bases=(cls,))
-
-
-@config_schema("logger", entry="train", default_option="none")
-@dataclass
-class LoggerConfig:
-    """Experiment tracking. ``backend: none`` keeps metrics in the run directory only."""
-
-    backend: str = "none"  # none | wandb
-    project: str = "litseg"
-    entity: str | None = None
-    group: str | None = None  # W&B group (e.g. the sweep or ablation grid)
-    tags: list[str] = field(default_factory=list)
-    mode: str = "auto"  # auto (offline without WANDB_API_KEY) | online | offline | disabled
-    log_model: bool = False
 
 
 @dataclass

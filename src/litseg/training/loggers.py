@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from litseg.training.config import LoggerConfig
+from litseg.utils.tracking import LoggerConfig
 
 log = logging.getLogger(__name__)
 

@@ -170,7 +170,7 @@ def _final_adapter(tc: TrainConfig, out: Path, adapter_in: Path | None, main: bo
 def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dict[str, float]:
     """The rewards of the trained model (the base model when no stage ran) on the held-out split."""
     from litseg.llm.factory import build_llm
-    from litseg.training.adapters import inference_llm_config
+    from litseg.llm.adapter_config import inference_llm_config
     from litseg.training.builders import completion_length, resolve_model_path
 
     tc = plan.tc

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from litseg.rag.benchmarks import benchmark
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question, Span
-from litseg.rag.benchmarks.tables import _dedup, _join_sections, _s, normalize_newlines, read_table, unwrap_hard_lines
+from litseg.annotation.fairytaleqa_story import read_story_sections
+from litseg.utils.tables import cell_text, join_sections, read_table, unique_nonempty
 
 # ------------------------------------------------------------------------------------ FairytaleQA
 _FTQA_SPLITS = {"validation": "val", "valid": "val", "dev": "val"}
@@ -49,8 +50,8 @@ def load_fairytaleqa(path: str | Path | None = None, split: str = "val", *, unwr
     warnings: list[str] = []
     for sf in story_files:
         story_id = sf.name[: -len("-story.csv")]
-        ids, parts = _read_story_sections(sf, unwrap_lines, warnings)
-        text, spans = _join_sections(parts)
+        ids, parts = read_story_sections(sf, unwrap_lines, warnings)
+        text, spans = join_sections(parts)
         books.append(BenchmarkBook(book_id=story_id, title=story_id.replace("-", " "), text=text,
                                    sections=spans, section_labels=ids, meta={"source": str(sf)}))
         qf = sf.with_name(f"{story_id}-questions.csv")
@@ -65,37 +66,6 @@ def load_fairytaleqa(path: str | Path | None = None, split: str = "val", *, unwr
                      meta={"split": split})
 
 
-def fairytaleqa_story_text(path: str | Path) -> str:
-    """One story's text exactly as :func:`load_fairytaleqa` builds it (sections, blank line between)."""
-    _ids, parts = _read_story_sections(Path(path), False, [])
-    return _join_sections(parts)[0]
-
-
-def _read_story_sections(path: Path, unwrap_lines: bool, warnings: list[str]) -> tuple[list[str], list[str]]:
-    rows = read_table(path)
-    if rows and not {"section", "text"} <= set(rows[0]):
-        raise ValueError(f"{path}: expected columns 'section,text', found {list(rows[0])}")
-    ids: list[str] = []
-    parts: list[str] = []
-    for n, r in enumerate(rows, 2):
-        sid, txt = _s(r.get("section")), r.get("text") or ""
-        if not sid and not txt.strip():
-            continue  # blank CSV line
-        if not sid:
-            raise ValueError(f"{path}:{n}: section text without a section id")
-        if sid in ids:
-            warnings.append(f"{path.name}:{n}: section id {sid!r} repeated; a cor_section naming it "
-                            "gets every section with that id as evidence")
-        body = normalize_newlines(txt).strip()
-        if unwrap_lines:
-            body = unwrap_hard_lines(body)
-        ids.append(sid)
-        parts.append(body)
-    if not parts:
-        raise ValueError(f"{path}: no sections")
-    return ids, parts
-
-
 def _read_story_questions(path: Path, story_id: str, section_spans: Mapping[str, list[Span]],
                           warnings: list[str]) -> list[Question]:
     rows = read_table(path)
@@ -107,17 +77,17 @@ def _read_story_questions(path: Path, story_id: str, section_spans: Mapping[str,
     out: list[Question] = []
     used: Counter[str] = Counter()
     for n, r in enumerate(rows, 2):
-        qtext = _s(r.get("question"))
+        qtext = cell_text(r.get("question"))
         if not qtext:
             warnings.append(f"{path.name}:{n}: empty question skipped")
             continue
-        raw_id = _s(r.get("question_id")) or str(n - 1)
+        raw_id = cell_text(r.get("question_id")) or str(n - 1)
         used[raw_id] += 1
         qid = f"{story_id}-q{raw_id}" + (f".{used[raw_id]}" if used[raw_id] > 1 else "")
         if used[raw_id] > 1:
             warnings.append(f"{path.name}:{n}: question_id {raw_id} repeated; kept as {qid}")
         evidence = []
-        for sec in (x.strip() for x in _s(r.get("cor_section")).split(",")):
+        for sec in (x.strip() for x in cell_text(r.get("cor_section")).split(",")):
             if not sec:
                 continue
             if sec not in section_spans:
@@ -125,8 +95,8 @@ def _read_story_questions(path: Path, story_id: str, section_spans: Mapping[str,
                 continue
             for s, e in section_spans[sec]:
                 evidence.append(Evidence(kind="span", start=s, end=e, label=f"section {sec}"))
-        answers = _dedup(_s(r.get(f"answer{i}")) for i in range(1, 7))
-        meta = {k: _s(r.get(k)) for k in ("question_id", "local-or-sum", "attribute1", "attribute2",
+        answers = unique_nonempty(cell_text(r.get(f"answer{i}")) for i in range(1, 7))
+        meta = {k: cell_text(r.get(k)) for k in ("question_id", "local-or-sum", "attribute1", "attribute2",
                                           "ex-or-im1", "ex-or-im2", "cor_section") if k in r}
         out.append(Question(qid=qid, book_id=story_id, question=qtext, answers=answers,
                             evidence=evidence, meta=meta))

@@ -10,7 +10,7 @@ from typing import Any
 
 from litseg.rag.benchmarks import benchmark
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question
-from litseg.rag.benchmarks.tables import _blank, _g, _hub_rows, _join_sections, normalize_newlines, read_table
+from litseg.utils.tables import is_blank, gutenqa_cell, hub_rows, join_sections, normalize_newlines, read_table
 from litseg.rag.evidence import TextMatcher
 
 
@@ -45,7 +45,7 @@ def load_gutenqa(questions: str | Path | None = None, *, paragraphs: str | Path 
     where found its span is stored; ``meta["evidence_match"]`` counts exact/normalized/missing.
     """
     if hub is not None:
-        rows = _hub_rows(hub, split)
+        rows = hub_rows(hub, split)
         qname = hub
     else:
         if questions is None:
@@ -64,7 +64,7 @@ def load_gutenqa(questions: str | Path | None = None, *, paragraphs: str | Path 
         default_id = default_id or _gutenqa_id_from_filename(Path(paragraphs).name)
 
     def bid(r: Mapping[str, Any]) -> str:
-        b = _g(r.get(GUTENQA_BOOK)) or default_id
+        b = gutenqa_cell(r.get(GUTENQA_BOOK)) or default_id
         if not b:
             raise ValueError(f"{qname}: no '{GUTENQA_BOOK}' column; pass book_id=...")
         return b
@@ -81,18 +81,18 @@ def _gutenqa_books(para_rows: Sequence[Mapping[str, Any]], bid: Callable[[Mappin
     """Each book's text rebuilt from its ``Chunk`` rows in order, paragraphs as sections."""
     by_book: dict[str, list[Mapping[str, Any]]] = {}
     for r in para_rows:
-        if not _blank(r.get(GUTENQA_CHUNK), placeholders=True):
+        if not is_blank(r.get(GUTENQA_CHUNK), placeholders=True):
             by_book.setdefault(bid(r), []).append(r)
     books: list[BenchmarkBook] = []
     for b, prs in by_book.items():
         if GUTENQA_CHUNK_ID in prs[0]:
-            prs = sorted(prs, key=lambda r: float(_g(r.get(GUTENQA_CHUNK_ID)) or 0))
+            prs = sorted(prs, key=lambda r: float(gutenqa_cell(r.get(GUTENQA_CHUNK_ID)) or 0))
         parts = [normalize_newlines(str(r[GUTENQA_CHUNK])).strip() for r in prs]
-        chapters = [_g(r.get(GUTENQA_CHAPTER)) for r in prs]
+        chapters = [gutenqa_cell(r.get(GUTENQA_CHAPTER)) for r in prs]
         heads: list[str | None] | None = None
         if chapter_headings and any(chapters):
             heads = [c if c and (i == 0 or c != chapters[i - 1]) else None for i, c in enumerate(chapters)]
-        text, spans = _join_sections(parts, headings=heads)
+        text, spans = join_sections(parts, headings=heads)
         books.append(BenchmarkBook(book_id=b, title=b.replace("_", " ").replace(" - ", " / "), text=text,
                                    sections=spans, section_labels=chapters, meta={"source": source}))
     return books
@@ -107,14 +107,14 @@ def _gutenqa_questions(rows: Sequence[Mapping[str, Any]], bid: Callable[[Mapping
     counter: Counter[str] = Counter()
     matchers: dict[str, TextMatcher] = {}
     for n, r in enumerate(rows, 2):
-        qtext = _g(r.get(GUTENQA_QUESTION))
+        qtext = gutenqa_cell(r.get(GUTENQA_QUESTION))
         if not qtext:
             continue  # chunk rows without a question
         b = bid(r)
         if b not in texts:
             raise ValueError(f"{qname}:{n}: question for book {b!r} but no text rows for it")
         counter[b] += 1
-        ev_text = _g(r.get(GUTENQA_EVIDENCE))
+        ev_text = gutenqa_cell(r.get(GUTENQA_EVIDENCE))
         evidence = []
         kind = "none"
         if ev_text:
@@ -126,7 +126,7 @@ def _gutenqa_questions(rows: Sequence[Mapping[str, Any]], bid: Callable[[Mapping
             s, e = span if span else (None, None)
             evidence.append(Evidence(kind="string", text=ev_text, start=s, end=e))
         kinds[kind] += 1
-        answer = _g(r.get(GUTENQA_ANSWER))
+        answer = gutenqa_cell(r.get(GUTENQA_ANSWER))
         questions_out.append(Question(
             qid=f"{b}-q{counter[b]}", book_id=b, question=qtext, answers=[answer] if answer else [],
             evidence=evidence, meta={"evidence_match": kind, "row": n}))

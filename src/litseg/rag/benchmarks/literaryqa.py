@@ -7,7 +7,7 @@ from pathlib import Path
 from litseg.rag.rows import text_of
 from litseg.rag.benchmarks import benchmark
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Question
-from litseg.rag.benchmarks.tables import _dedup, _hub_rows, _s, read_table
+from litseg.utils.tables import unique_nonempty, hub_rows, cell_text, read_table
 
 
 # ------------------------------------------------------------------------------------- LiteraryQA
@@ -25,7 +25,7 @@ def load_literaryqa(path: str | Path | None = None, split: str = "validation", *
     same records through ``datasets.load_dataset``; a ``text`` field, where present, is used.
     """
     if hub is not None:
-        records = _hub_rows(hub, split)
+        records = hub_rows(hub, split)
         root = Path(path) if path is not None else None
         source = hub
     else:
@@ -44,7 +44,7 @@ def load_literaryqa(path: str | Path | None = None, split: str = "validation", *
     warnings: list[str] = []
     dropped_books = dropped_q = 0
     for n, rec in enumerate(records, 1):
-        gid = _s(rec.get("gutenberg_id")) or _s(rec.get("document_id"))
+        gid = cell_text(rec.get("gutenberg_id")) or cell_text(rec.get("document_id"))
         if not gid:
             raise ValueError(f"{source} record {n}: neither gutenberg_id nor document_id")
         qas = rec.get("qas") or []
@@ -59,13 +59,13 @@ def load_literaryqa(path: str | Path | None = None, split: str = "validation", *
             warnings.append(f"book {gid}: no text available")
         man = manifest.get(gid, {})
         books.append(BenchmarkBook(
-            book_id=gid, title=_s(rec.get("title")) or text_of(man, "literaryqa_title"), text=text,
+            book_id=gid, title=cell_text(rec.get("title")) or text_of(man, "literaryqa_title"), text=text,
             path=fpath if text is None else None,
-            meta={"document_id": _s(rec.get("document_id")), "summary": rec.get("summary") or "",
+            meta={"document_id": cell_text(rec.get("document_id")), "summary": rec.get("summary") or "",
                   "metadata": rec.get("metadata") or {}, "source_title": text_of(man, "rcdm_title")}))
         for i, qa in enumerate(qas):
-            q = _s(qa.get("question"))
-            answers = _dedup(_s(a) for a in qa.get("answers") or [])
+            q = cell_text(qa.get("question"))
+            answers = unique_nonempty(cell_text(a) for a in qa.get("answers") or [])
             if not q or not answers:
                 warnings.append(f"book {gid} question {i}: empty question or no answers, skipped")
                 continue

@@ -23,7 +23,7 @@ from typing import Any
 
 from litseg.rag.benchmarks import benchmark
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question, Span
-from litseg.rag.benchmarks.tables import read_table
+from litseg.utils.tables import read_table
 from litseg.rag.evidence import TextMatcher
 from litseg.rag.rows import text_of
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from litseg.rag.benchmarks import benchmark
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Question
-from litseg.rag.benchmarks.tables import _dedup, _hub_rows, _s, read_table
+from litseg.utils.tables import unique_nonempty, hub_rows, cell_text, read_table
 from litseg.utils.config import from_dict
 
 # ---------------------------------------------------------------------- NarrativeQA-style tables
@@ -51,12 +51,12 @@ def _get(rec: Mapping[str, Any], dotted: str) -> Any:
 
 def _answer_values(v: Any) -> Iterator[str]:
     if isinstance(v, Mapping):
-        yield _s(v.get("text"))
+        yield cell_text(v.get("text"))
     elif isinstance(v, (list, tuple)):
         for x in v:
             yield from _answer_values(x)
     else:
-        yield _s(v)
+        yield cell_text(v)
 
 
 @benchmark("narrativeqa", paths=("path", "texts_dir"))
@@ -78,7 +78,7 @@ def load_qa_table(path: str | Path | None = None, *, columns: QAColumns | Mappin
     if not isinstance(columns, QAColumns):
         columns = from_dict(QAColumns, columns, "suite.args.columns")
     if hub is not None:
-        rows = _hub_rows(hub, hub_split)
+        rows = hub_rows(hub, hub_split)
         source = hub
     elif path is not None:
         rows = read_table(path)
@@ -94,13 +94,13 @@ def load_qa_table(path: str | Path | None = None, *, columns: QAColumns | Mappin
     warnings: list[str] = []
     per_book: Counter[str] = Counter()
     for n, r in enumerate(rows, 1):
-        if split is not None and columns.split is not None and _s(_get(r, columns.split)) != split:
+        if split is not None and columns.split is not None and cell_text(_get(r, columns.split)) != split:
             continue
-        b = _s(_get(r, columns.book_id))
-        q = _s(_get(r, columns.question))
+        b = cell_text(_get(r, columns.book_id))
+        q = cell_text(_get(r, columns.question))
         if not b or not q:
             raise ValueError(f"{source} row {n}: missing book id or question")
-        answers = _dedup(a for c in columns.answers for a in _answer_values(_get(r, c)))
+        answers = unique_nonempty(a for c in columns.answers for a in _answer_values(_get(r, c)))
         if not answers:
             warnings.append(f"{source} row {n}: no reference answer")
         if b not in books:
@@ -111,10 +111,10 @@ def load_qa_table(path: str | Path | None = None, *, columns: QAColumns | Mappin
                 if fpath is None or not fpath.is_file():
                     warnings.append(f"book {b}: no text available")
                     fpath = None
-            books[b] = BenchmarkBook(book_id=b, title=_s(_get(r, columns.title)) if columns.title else "",
+            books[b] = BenchmarkBook(book_id=b, title=cell_text(_get(r, columns.title)) if columns.title else "",
                                      text=text, path=fpath if text is None else None)
         per_book[b] += 1
-        qid = _s(_get(r, columns.qid)) if columns.qid else f"{b}-q{per_book[b]}"
+        qid = cell_text(_get(r, columns.qid)) if columns.qid else f"{b}-q{per_book[b]}"
         questions.append(Question(qid=qid, book_id=b, question=q, answers=answers))
     return Benchmark(name=name + (f"/{split}" if split else ""), books=list(books.values()),
                      questions=questions, warnings=warnings, meta={"source": source})

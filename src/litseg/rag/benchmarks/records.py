@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from litseg.rag.benchmarks.tables import read_text_file
+from litseg.utils.tables import read_text_file
 
 Span = tuple[int, int]
 

@@ -18,20 +18,20 @@ elsewhere) the same fixed components run:
 
 Per-question rows are kept so that any two chunkers can be compared pairwise
 (:func:`~.aggregate.pairwise_table`). :mod:`.run` ties it together; :mod:`litseg.rag.report`
-writes the tables and plots from the records of :mod:`.results`.
+writes the tables and plots from the records of :mod:`litseg.rag.results`.
 """
 
 from litseg.rag.evaluation.aggregate import pairwise_table, summarize_rows
 from litseg.rag.evaluation.chunk_files import load_chunkset
 from litseg.rag.evaluation.components import Components, build_components, component_identity
-from litseg.rag.evaluation.results import (GENERATION_NAMES, JUDGE_NAMES, ChunkerResult, EvalSettings,
-                                           EvaluationResult, retrieval_metric_names)
+from litseg.rag.results import (GENERATION_NAMES, JUDGE_NAMES, ChunkerResult, EvalSettings, EvaluationResult,
+                                retrieval_metric_names)
 from litseg.rag.evaluation.run import (export_texts, limit_books, load_suite, run_evaluation, run_from_hydra,
                                        select_questions, with_student_chunkers)
 from litseg.rag.evaluation.scoring import evaluate_chunkset, segment_quality_of
-from litseg.rag.evaluation.sources import (SECTIONS_METHOD, ChunkerSpec, ChunkSet, build_chunkset, chunk_books,
-                                           count_unit_fallbacks, fallback_summary, prepare_books, resolve_chunkers,
-                                           sections_chunkset)
+from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet, count_unit_fallbacks, fallback_summary
+from litseg.rag.evaluation.sources import (SECTIONS_METHOD, build_chunkset, chunk_books, prepare_books,
+                                           resolve_chunkers, sections_chunkset)
 
 __all__ = [
     "GENERATION_NAMES", "JUDGE_NAMES", "SECTIONS_METHOD", "ChunkSet", "ChunkerResult", "ChunkerSpec", "Components",

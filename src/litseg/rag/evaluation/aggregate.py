@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from litseg.rag.evaluation.results import (GENERATION_NAMES, JUDGE_NAMES, ChunkerResult, EvalSettings,
+from litseg.rag.results import (GENERATION_NAMES, JUDGE_NAMES, ChunkerResult, EvalSettings,
                                            retrieval_metric_names)
 
 

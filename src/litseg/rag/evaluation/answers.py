@@ -9,7 +9,7 @@ from typing import Any
 
 from litseg.rag.benchmarks.records import Benchmark
 from litseg.rag.evaluation.components import Components
-from litseg.rag.evaluation.results import EvalSettings
+from litseg.rag.results import EvalSettings
 from litseg.segmentation.types import Chunk
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from litseg.rag.rows import text_of
 from litseg.rag.benchmarks.records import Benchmark
-from litseg.rag.evaluation.sources import ChunkSet, count_unit_fallbacks
+from litseg.rag.chunk_sets import ChunkSet, count_unit_fallbacks
 from litseg.segmentation.types import Chunk, Document
 
 

@@ -16,7 +16,7 @@ from litseg.rag.config import DEFAULT_CONF_DIR, REPO_ROOT, EvaluateConfig, Suite
 from litseg.rag.benchmarks.records import Benchmark, Question
 from litseg.rag.evaluation.aggregate import pairwise_table
 from litseg.rag.evaluation.components import Components, build_components, component_identity
-from litseg.rag.evaluation.results import ChunkerResult, EvalSettings, EvaluationResult
+from litseg.rag.results import ChunkerResult, EvalSettings, EvaluationResult
 from litseg.rag.evaluation.scoring import evaluate_chunkset, questions_with_text
 from litseg.rag.evaluation.sources import build_chunkset, prepare_books, resolve_chunkers
 from litseg.rag.stats import few_books_warning

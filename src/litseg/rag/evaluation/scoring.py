@@ -12,8 +12,8 @@ from litseg.rag.benchmarks.records import Benchmark, Question
 from litseg.rag.evaluation.aggregate import summarize_rows
 from litseg.rag.evaluation.answers import generate_and_judge
 from litseg.rag.evaluation.components import Components
-from litseg.rag.evaluation.results import ChunkerResult, EvalSettings
-from litseg.rag.evaluation.sources import ChunkSet, fallback_summary
+from litseg.rag.results import ChunkerResult, EvalSettings
+from litseg.rag.chunk_sets import ChunkSet, fallback_summary
 from litseg.segmentation.types import Chunk, Document
 
 Span = tuple[int, int]

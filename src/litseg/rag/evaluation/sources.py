@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.rag.rows import count_of, text_of
+from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet, count_unit_fallbacks
+from litseg.rag.rows import text_of
 from litseg.rag.config import DEFAULT_CONF_DIR, method_config
 from litseg.rag.benchmarks.records import Benchmark
 from litseg.segmentation.types import Chunk, Document
@@ -19,17 +19,6 @@ from litseg.utils.config import ConfigError, to_plain
 
 
 SECTIONS_METHOD = "benchmark_sections"
-
-
-@dataclass(slots=True)
-class ChunkerSpec:
-    """What to evaluate under ``label``: a chunker config (``kind="method"``), the benchmark's
-    own sections (``"sections"``) or chunks from a file (``"file"``)."""
-
-    label: str
-    kind: str
-    method: dict[str, Any] = field(default_factory=dict)
-    path: str | None = None
 
 
 def resolve_chunkers(chunkers: Any, chunk_files: Sequence[Any] = (), conf_dir: Path = DEFAULT_CONF_DIR
@@ -105,41 +94,6 @@ def _label_from_path(path: str) -> str:
         except json.JSONDecodeError:
             pass
     return p.stem if p.is_file() else p.name
-
-
-@dataclass(slots=True)
-class ChunkSet:
-    label: str
-    method: str
-    chunks: list[Chunk]
-    source: str
-    seconds: float = 0.0
-    unit_failures: list[dict[str, Any]] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    # Units by how their chunks came about (none / repair / pieces / whole_unit / ...; see
-    # litseg.segmentation.runner.fallback_category); None for chunkers that report no fallback.
-    unit_fallbacks: dict[str, int] | None = None
-
-
-def count_unit_fallbacks(diagnostics: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
-    """Units per fallback category over per-unit diagnostics; None when none says ``fallback``."""
-    from litseg.segmentation.runner import fallback_category
-
-    counts: Counter[str] = Counter(fallback_category(dict(d)) for d in diagnostics if "fallback" in d)
-    return dict(counts) if counts else None
-
-
-def fallback_summary(counts: Mapping[str, int] | None) -> dict[str, Any] | None:
-    """``{units, counts, shares}`` with a share for every reported category (0.0 when absent)."""
-    from litseg.segmentation.runner import FALLBACK_CATEGORIES
-
-    if counts is None:
-        return None
-    units = sum(counts.values())
-    names = list(FALLBACK_CATEGORIES) + sorted(set(counts) - set(FALLBACK_CATEGORIES) - {"none"})
-    return {"units": units, "counts": dict(counts),
-            "shares": {k: count_of(counts, k) / units if units else 0.0 for k in names}}
 
 
 def prepare_books(bench: Benchmark, *, max_words: int = 2000, max_sentence_words: int = 120,
@@ -233,7 +187,7 @@ def build_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, Docum
         return load_chunkset(spec.label, spec.path, bench, docs)
     if spec.kind == "sections":
         return sections_chunkset(spec.label, bench, docs)
-    from litseg.chunkers.base import build_chunker_from_config
+    from litseg.chunkers.build import build_chunker_from_config
 
     # A chunker entry may bring its own model and prompt (e.g. the shipped student beside the
     # untrained model in one table); otherwise it reads the run's llm / prompt / feedback groups.

@@ -1,5 +1,7 @@
-"""Reading the files benchmarks ship as: text files, tables (CSV, TSV, JSONL, JSON, XLSX,
-Parquet), hub datasets, and the small cell readers the loaders share."""
+"""Reading the files benchmarks and book sources ship as: text files, tables (CSV, TSV, JSONL, JSON,
+XLSX, Parquet), hub datasets, and the small cell readers the loaders share. It sits at the bottom
+of the layers so that the annotation layer (story files as book sources) and the benchmark
+loaders of ``litseg.rag`` read a file the same way."""
 
 from __future__ import annotations
 
@@ -86,7 +88,8 @@ def read_table(path: str | Path, sheet: str | int = 0) -> list[dict[str, Any]]:
     raise ValueError(f"{p}: unsupported table format {suffix!r} (csv, tsv, jsonl, json, xlsx, parquet)")
 
 
-def _hub_rows(name: str, split: str, config: str | None = None) -> list[dict[str, Any]]:
+def hub_rows(name: str, split: str, config: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a Hugging Face hub dataset (``datasets`` is imported here: it is optional)."""
     try:
         from datasets import load_dataset
     except ImportError as exc:
@@ -95,7 +98,7 @@ def _hub_rows(name: str, split: str, config: str | None = None) -> list[dict[str
     return [dict(r) for r in load_dataset(name, config, split=split)]
 
 
-def _blank(v: Any, placeholders: bool = False) -> bool:
+def is_blank(v: Any, placeholders: bool = False) -> bool:
     """Empty cell. ``placeholders`` also treats the strings "None"/"nan" as empty, as GutenQA's
     tables write them in rows without a question; elsewhere "none" can be a real answer."""
     if v is None:
@@ -107,16 +110,18 @@ def _blank(v: Any, placeholders: bool = False) -> bool:
     return v.strip().lower() in (("", "none", "nan") if placeholders else ("",))
 
 
-def _s(v: Any) -> str:
-    return "" if _blank(v) else str(v).strip()
+def cell_text(v: Any) -> str:
+    """A cell as stripped text; an empty cell is ``""``."""
+    return "" if is_blank(v) else str(v).strip()
 
 
-def _g(v: Any) -> str:
+def gutenqa_cell(v: Any) -> str:
     """A GutenQA cell, its "None" placeholders read as empty."""
-    return "" if _blank(v, placeholders=True) else str(v).strip()
+    return "" if is_blank(v, placeholders=True) else str(v).strip()
 
 
-def _dedup(items: Iterable[str]) -> list[str]:
+def unique_nonempty(items: Iterable[str]) -> list[str]:
+    """The non-empty items, each once, in first-seen order."""
     seen: set[str] = set()
     out = []
     for x in items:
@@ -126,7 +131,7 @@ def _dedup(items: Iterable[str]) -> list[str]:
     return out
 
 
-def _join_sections(parts: Sequence[str], sep: str = "\n\n", headings: Sequence[str | None] | None = None
+def join_sections(parts: Sequence[str], sep: str = "\n\n", headings: Sequence[str | None] | None = None
                    ) -> tuple[str, list[Span]]:
     """Join section texts with ``sep`` and return the text and each section's exact span; a
     heading, where given, is written on its own paragraph before its section."""

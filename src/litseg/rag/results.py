@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from litseg.rag.config import MetricsConfig
-    from litseg.rag.evaluation.sources import ChunkSet
+    from litseg.rag.chunk_sets import ChunkSet
 
 
 @dataclass(slots=True)

@@ -1,5 +1,5 @@
 """Tiny random-weight causal LMs with the real SmolLM2 tokenizer: ``model.path: tiny`` (smoke
-runs of train.py) and fast tests (:mod:`litseg.testing.tiny_models` re-exports this).
+runs of train.py, ``llm.model: tiny`` of the other entries) and fast tests.
 
 ``tiny_causal_lm_dir()`` returns a directory that ``AutoModelForCausalLM.from_pretrained`` and
 ``TransformersChatModel`` load like any model: a two-layer Llama of hidden size 32 (about 1.6 M
@@ -23,6 +23,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from litseg.llm.embedded import embedded_model_path
+from litseg.llm.gguf import gguf_tokenizer
+
 _BUILT: dict[str, Path] = {}
 _LOCK = threading.Lock()
 
@@ -36,9 +39,7 @@ def tiny_causal_lm_dir(*, hidden_size: int = 32, num_layers: int = 2, num_heads:
                        num_kv_heads: int = 2, max_positions: int = 8192, seed: int = 0,
                        root: str | os.PathLike[str] | None = None) -> Path:
     """Directory of a tiny random Llama with the embedded SmolLM2 tokenizer (built if needed)."""
-    import transformers
-
-    from litseg.llm.embedded import embedded_model_path
+    import transformers  # heavy, optional: only building a tiny model needs it
 
     if hidden_size % num_heads or num_heads % num_kv_heads:
         raise ValueError("hidden_size must divide by num_heads, and num_heads by num_kv_heads")
@@ -63,8 +64,6 @@ def tiny_causal_lm_dir(*, hidden_size: int = 32, num_layers: int = 2, num_heads:
 def _build(target: Path, gguf_dir: str, gguf_file: str, settings: dict[str, Any]) -> None:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
-    from litseg.llm.transformers_backend import gguf_tokenizer
 
     tokenizer = gguf_tokenizer(gguf_dir, gguf_file)
     hidden = settings["hidden_size"]
