@@ -141,7 +141,7 @@ def check_answers(n: int, answers: list[Any], *, complete: bool = True) -> str:
 
 def probe_transformers(work: Path) -> str:
     from litseg.llm.transformers_backend import TransformersChatModel
-    from litseg.training.builders import embedded_model_dir
+    from litseg.llm.local_models import embedded_model_dir
 
     model = TransformersChatModel(str(embedded_model_dir()), adapter=str(STUDENT), dtype="bfloat16",
                                   device="cuda", batch_size=2)
@@ -158,7 +158,7 @@ def probe_vllm(work: Path) -> str:
     import torch
 
     from litseg.llm.vllm_backend import VLLMChatModel
-    from litseg.training.builders import embedded_model_dir
+    from litseg.llm.local_models import embedded_model_dir
 
     free_before, total = torch.cuda.mem_get_info()
     model = VLLMChatModel(str(embedded_model_dir()), adapter=str(STUDENT), **VLLM_SETTINGS)
@@ -291,7 +291,7 @@ def _accelerate_config(name: str) -> str:
 def _env(work: Path, judge: Any, timeout_s: float) -> str:
     import torch
 
-    from litseg.training.builders import embedded_model_dir
+    from litseg.llm.local_models import embedded_model_dir
 
     if torch.version.cuda is None:  # `make venv` installs the CPU wheel
         raise CheckFailed(f"torch {torch.__version__} is a CPU build: make clean && make venv TORCH_INDEX_URL="
@@ -308,7 +308,7 @@ def _env(work: Path, judge: Any, timeout_s: float) -> str:
 def _env_dry(work: Path, judge: Any) -> str:
     import torch
 
-    from litseg.training.builders import embedded_model_dir
+    from litseg.llm.local_models import embedded_model_dir
 
     embedded_model_dir()  # the embedded model, dequantized once (the GPU run finds it ready)
     return f"torch {torch.__version__} (CUDA build: {torch.version.cuda}), {_versions()}"
@@ -324,7 +324,7 @@ def _versions() -> str:
 
 def _transformers_dry(work: Path, judge: Any) -> str:
     from litseg.llm.transformers_backend import TransformersChatModel
-    from litseg.testing.tiny_models import tiny_causal_lm_dir
+    from litseg.llm.tiny_model import tiny_causal_lm_dir
 
     n, requests = unit_requests(max_tokens=24, sentences=6)
     model = TransformersChatModel(str(tiny_causal_lm_dir()), dtype="float32", device="cpu", batch_size=2)

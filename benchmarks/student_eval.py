@@ -102,7 +102,7 @@ def run(cmd: list[str], log: Path) -> None:
 
 def held_out_units(teacher: Path, books: list[str]) -> list[tuple[Any, Any, list[dict[str, Any]]]]:
     """(document, unit, teacher segments) of the teacher units of ``books``, rebuilt exactly."""
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
     from litseg.segmentation.types import Document, Sentence, Unit
 
     docs = {r["book_id"]: r for r in read_jsonl(teacher / "documents.jsonl")}
@@ -166,7 +166,7 @@ def derived_run(src: Path, dst: Path, texts_of: Any) -> Path:
     other text (``texts_of(chunks)``)."""
     import shutil
 
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
 
     if dst.exists():
         shutil.rmtree(dst)
@@ -223,7 +223,7 @@ def test_books() -> tuple[list[str], dict[str, Any]]:
 def row_segments(name: str, row: Row, run_dir: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Each unit's blocks as the row made them: an LLM row's validated segments, a baseline's chunk
     ranges (its cuts are where its chunks start)."""
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
 
     if row.llm:
         return {(r["book_id"], r["unit_id"]): r.get("segments") or [] for r in read_jsonl(run_dir / "diagnostics.jsonl")
@@ -263,7 +263,7 @@ def chance_line(units: list, made: dict[tuple[str, str], int], draws: int = 200,
 def words_per_second(run_dir: Path, row: Row, units: list) -> dict[str, Any]:
     """Words of the held-out units over the row's own time: the model's answers (LLM rows, from
     each unit's ``model_seconds``) or the run's chunking time (baselines)."""
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
 
     words = {(d.book_id, u.unit_id): len(d.text[u.start:u.end].split()) for d, u, _ in units}
     total_words = sum(words.values())
@@ -509,7 +509,7 @@ def main() -> None:
 
 
 def placeholder_rate(run_dir: Path, row: Row) -> float | None:
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
     from litseg.segmentation.agreement import placeholder_share
 
     return placeholder_share([c.get("subtitle", "") for c in read_jsonl(run_dir / "chunks.jsonl")], instructions_of(row))

@@ -102,7 +102,8 @@ def main() -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from litseg.training.builders import cpu_bf16, embedded_model_dir, load_tokenizer
+    from litseg.llm.local_models import embedded_model_dir
+    from litseg.training.builders import cpu_bf16, load_tokenizer
     from litseg.training.config import ModelConfig
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))

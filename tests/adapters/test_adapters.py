@@ -174,7 +174,8 @@ def test_adapters_give_annotate_offsets_on_a_crlf_file(tmp_path: Path) -> None:
     from litseg.adapters.langchain import LitsegTextSplitter
     from litseg.adapters.llamaindex import LitsegNodeParser
     from litseg.annotation.entry import run_annotate
-    from litseg.annotation.store import CHUNKS, read_jsonl
+    from litseg.annotation.store import CHUNKS
+    from litseg.utils.jsonl import read_jsonl
     from tests.conftest import REPO
 
     book = _crlf_book(tmp_path / "ferry.md")

@@ -56,20 +56,6 @@ def test_ledger_rows_of_older_runs_count_the_same():
     assert type(d["fallbacks"]) is dict  # plain JSON in run_summary.json
 
 
-def test_moved_helpers_keep_their_old_homes():
-    from litseg.annotation import store
-    from litseg.annotation.annotate import git_commit
-    from litseg.testing import tiny_models
-    from litseg.training import reward_agreement, tiny_model
-    from litseg.training.rewards import boundary
-    from litseg.utils import jsonl, task
-
-    assert store.read_jsonl is jsonl.read_jsonl and store.iter_jsonl is jsonl.iter_jsonl
-    assert git_commit is task.git_commit
-    assert tiny_models.tiny_causal_lm_dir is tiny_model.tiny_causal_lm_dir
-    assert reward_agreement.make_boundary_reward is boundary.make_boundary_reward
-
-
 def test_training_needs_neither_the_test_helpers_nor_the_annotation_run_for_generic_helpers():
     import ast
 

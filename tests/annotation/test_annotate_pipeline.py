@@ -18,7 +18,8 @@ from litseg.annotation.entry import run_annotate
 from litseg.annotation.export import TABLES, export_features, export_runs, iter_export_rows
 from litseg.annotation.export import main as export_main
 from litseg.annotation.sources import parse_dataset_spec
-from litseg.annotation.store import CHUNKS, LEDGER, SENTENCES, RunDirLocked, RunStore, read_jsonl
+from litseg.annotation.store import CHUNKS, LEDGER, SENTENCES, RunDirLocked, RunStore
+from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from tests.conftest import REPO
 from tests.teacher_fakes import write_book, write_corpus

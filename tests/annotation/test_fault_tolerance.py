@@ -16,7 +16,8 @@ from omegaconf import DictConfig
 
 from litseg.annotation.entry import run_annotate
 from litseg.annotation.export import iter_export_rows
-from litseg.annotation.store import CHUNKS, LEDGER, SENTENCES, read_jsonl
+from litseg.annotation.store import CHUNKS, LEDGER, SENTENCES
+from litseg.utils.jsonl import read_jsonl
 from litseg.testing.fake_openai_server import FakeOpenAIServer
 from tests.conftest import REPO
 from tests.teacher_fakes import stage_of, teacher_answer, write_corpus

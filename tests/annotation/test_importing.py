@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from litseg.annotation.annotate import annotate
 from litseg.annotation.importing import ImportedChunker, ImportError_, first_difference, read_records
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from litseg.training.data import DataReport, read_teacher_units, teacher_target
 from tests.conftest import REPO
@@ -160,7 +160,7 @@ def test_the_shared_teacher_annotations_import_whole(shared_data: Path, tmp_path
     # units when today's structure splits what the annotator saw as one), none partly covered.
     assert summary["import"]["partial_units"] == [] and summary["units_failed"] == 0
     assert summary["units"] >= len(records)
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
 
     diags = read_jsonl(tmp_path / "run" / "diagnostics.jsonl")
     assert {u for d in diags for u in d["imported_from"]} == {r.uid for r in records}

@@ -23,7 +23,8 @@ from litseg.annotation.length_reference import (
     with_length_hint,
     write_reference,
 )
-from litseg.annotation.store import CHUNKS, RunStore, read_jsonl
+from litseg.annotation.store import CHUNKS, RunStore
+from litseg.utils.jsonl import read_jsonl
 from tests.conftest import REPO
 from tests.teacher_fakes import write_corpus
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from litseg.annotation.annotate import setup_differences
 from litseg.annotation.entry import run_annotate
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 from tests.annotation.test_annotate_pipeline import compose_cfg
 from tests.segmentation.test_structure import PG_FOOT, PG_HEAD, book, prose
 

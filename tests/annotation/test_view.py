@@ -12,7 +12,8 @@ from hydra import compose, initialize_config_dir
 from rich.console import Console
 
 from litseg.annotation.entry import run_annotate, summary_table
-from litseg.annotation.store import CHUNKS, LEDGER, read_jsonl
+from litseg.annotation.store import CHUNKS, LEDGER
+from litseg.utils.jsonl import read_jsonl
 from litseg.annotation.view import chunk_table, render_html, size_label, unit_parts
 from tests.conftest import REPO
 from tests.teacher_fakes import write_book

@@ -275,7 +275,7 @@ def test_annotate_with_auto_records_the_cap_and_the_cuts(tmp_path: Path) -> None
     from omegaconf import open_dict
 
     from litseg.annotation.entry import run_annotate
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
     from tests.teacher_fakes import write_book
 
     book = write_book(tmp_path / "book.md", "Long Book", chapters=2, sentences=150)  # ~2,400 words each

@@ -20,7 +20,8 @@ from omegaconf import OmegaConf, open_dict
 
 from litseg.annotation.entry import run_annotate
 from litseg.annotation.export import iter_export_rows
-from litseg.annotation.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, read_jsonl
+from litseg.annotation.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES
+from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from tests.conftest import REPO
 from tests.teacher_fakes import write_corpus

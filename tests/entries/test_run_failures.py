@@ -37,7 +37,8 @@ from litseg.llm.openai_backend import OpenAIChatModel
 from litseg.llm.testing import ScriptedChatModel
 from litseg.annotation.annotate import SETUP, SUMMARY, RunSetupMismatch, annotate
 from litseg.annotation.entry import run_annotate
-from litseg.annotation.store import CHUNKS, FAILURES, LEDGER, RunStore, read_jsonl
+from litseg.annotation.store import CHUNKS, FAILURES, LEDGER, RunStore
+from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.runner import segment_with_retries
 from litseg.segmentation.schema import get_schema

@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 from tests.training_helpers import EXPERIMENTS, REPO, compose_train
 
 pytestmark = pytest.mark.slow
@@ -178,7 +178,7 @@ def test_a_judge_that_dies_mid_run_stops_grpo_with_the_error(teacher_run, tmp_pa
 def test_adapter_runs_in_annotate_and_merges(sft_run, tmp_path):
     from litseg.llm.base import ChatRequest
     from litseg.llm.transformers_backend import TransformersChatModel
-    from litseg.testing.tiny_models import tiny_causal_lm_dir
+    from litseg.llm.tiny_model import tiny_causal_lm_dir
     from litseg.training.adapters import merge_adapter
 
     base = tiny_causal_lm_dir()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from litseg.annotation.store import read_jsonl
+from litseg.utils.jsonl import read_jsonl
 from litseg.annotation.view import render_html
 from tests.browser import colour_runs, dump_dom, ink, last_inked_row, needs_chromium, screenshot
 from tests.conftest import REPO

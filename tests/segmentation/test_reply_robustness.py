@@ -24,7 +24,8 @@ from litseg.llm.base import ChatRequest, Completion
 from litseg.llm.cache import CachedChatModel, ReplayChatModel, cache_key
 from litseg.llm.testing import ScriptedChatModel
 from litseg.annotation.export import export_runs, iter_export_rows
-from litseg.annotation.store import CHUNKS, LEDGER, RunStore, read_jsonl
+from litseg.annotation.store import CHUNKS, LEDGER, RunStore
+from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation import parsing
 from litseg.segmentation.parsing import MAX_REPLY_CHARS, extract, limits, parse_answer
 from litseg.segmentation.repair import repair_segments
@@ -180,8 +181,8 @@ def test_context_ranges_expand_inside_the_unit_only() -> None:
 def test_notes_and_malformed_entries_are_capped() -> None:
     entries = [{"from_idx": f"junk {k}", "to_idx": 1, f"extra_{k}": 1} for k in range(500)]
     result = parse_answer(stage3(entries), Stage3Answer)
-    assert len(result.notes) <= limits._MAX_NOTE_KINDS + 3
-    assert len(result.errors) == limits._MAX_MALFORMED + 1
+    assert len(result.notes) <= limits.MAX_NOTE_KINDS + 3
+    assert len(result.errors) == limits.MAX_MALFORMED + 1
     assert "480 more segment entries" in result.errors[-1].message
 
 
@@ -201,7 +202,7 @@ def test_json_repair_gets_a_bounded_share_of_a_pathological_reply(monkeypatch: p
     for reply in ("{" * 1_000_000, "{a b} " * 150_000, '{"a": ' * 100_000, VALID[:-10] * 2):
         calls.clear()
         parse_answer(reply, Stage3Answer)
-        assert len(calls) <= limits._MAX_MENDS and sum(calls) <= limits._MAX_MEND_CHARS
+        assert len(calls) <= limits.MAX_MENDS and sum(calls) <= limits.MAX_MEND_CHARS
 
 
 @pytest.mark.parametrize("name,reply", [

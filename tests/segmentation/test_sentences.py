@@ -321,8 +321,8 @@ def test_spans_cover_every_character_exactly_once(text: str, data: st.DataObject
 def test_horizontal_space_class_is_every_space_but_breaks() -> None:
     breaks = set("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
     spaces = {ch for ch in map(chr, range(0x3100)) if ch.isspace()} - breaks
-    assert {ch for ch in map(chr, range(0x3100)) if re.fullmatch(f"[{chars._HWS_CHARS}]", ch)} == spaces
-    assert {ch for ch in map(chr, range(0x3100)) if re.fullmatch(chars._HWS, ch)} == spaces
+    assert {ch for ch in map(chr, range(0x3100)) if re.fullmatch(f"[{chars.HWS_CHARS}]", ch)} == spaces
+    assert {ch for ch in map(chr, range(0x3100)) if re.fullmatch(chars.HWS, ch)} == spaces
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -343,7 +343,7 @@ def test_heading_prefilter_changes_no_run(text: str) -> None:
 def test_word_cap_short_sentences_skip_the_count(text: str, max_words: int) -> None:
     # the length test before counting words changes nothing
     assert split_spans(text, max_words=max_words) == [
-        piece for span in split_spans(text) for piece in wordcap._cap_words(text, span, max_words)]
+        piece for span in split_spans(text) for piece in wordcap.cap_words(text, span, max_words)]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

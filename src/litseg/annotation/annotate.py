@@ -34,15 +34,16 @@ from typing import Any
 from litseg.chunkers.base import Chunker, UnitResult
 from litseg.errors import SetupError
 from litseg.llm.base import stable_json
-from litseg.annotation.sources import BookSource, _file_hash
-from litseg.annotation.store import FAILURES, LEDGER, RunStore, iter_jsonl
+from litseg.annotation.sources import BookSource, file_hash
+from litseg.annotation.store import FAILURES, LEDGER, RunStore
+from litseg.utils.jsonl import iter_jsonl
 from litseg.annotation.totals import CHUNKED, FAILED, SKIPPED, InputOutcomes, RunTotals, UnitCounts
 from litseg.segmentation.reading import EmptyInput
 from litseg.segmentation.types import Document, Unit
 from litseg.utils.task import git_commit
 
 __all__ = ["MAX_LISTED_FAILURES", "SETUP", "SUMMARY", "RunSetupMismatch", "RunTotals", "UnitCounts", "annotate",
-           "claim_run_dir", "git_commit", "holds_units", "recorded_setup", "run_setup", "sentence_rows",
+           "claim_run_dir", "holds_units", "recorded_setup", "run_setup", "sentence_rows",
            "setup_conflict", "setup_differences", "unit_key"]
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ def claim_run_dir(out_dir: Path, setup: dict[str, Any]) -> None:
     if conflict:
         raise RunSetupMismatch(conflict)
     if recorded_setup(out_dir) != setup or not (Path(out_dir) / SETUP).is_file():
-        _write_json(Path(out_dir) / SETUP, setup)
+        write_json(Path(out_dir) / SETUP, setup)
 
 
 def sentence_rows(doc: Document, unit: Unit) -> list[dict[str, Any]]:
@@ -329,7 +330,7 @@ def annotate(
     inputs = {"inputs": run.inputs.to_list(), "inputs_skipped": run.inputs.count(SKIPPED)}
     summary = _summary(chunker.name, fingerprint, commit or git_commit(), {**(extra_summary or {}), **inputs},
                        run.totals, out_dir)
-    _write_json(out_dir / SUMMARY, summary)
+    write_json(out_dir / SUMMARY, summary)
     return summary
 
 
@@ -378,7 +379,7 @@ def _as_sources(inputs: Iterable[BookSource | Path | str], prepare: Callable[[An
         if prepare is None:
             raise ValueError("annotate: plain paths need prepare= (or pass BookSource objects)")
         path = Path(item)
-        yield BookSource(str(path), (lambda p=path: prepare(p)), (lambda p=path: _file_hash(p)))
+        yield BookSource(str(path), (lambda p=path: prepare(p)), (lambda p=path: file_hash(p)))
 
 
 def _book_key(source: BookSource, salt: str) -> str | None:
@@ -492,7 +493,7 @@ def _record_document(store: RunStore, out_dir: Path, doc: Document, source: Book
     })
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)

@@ -29,7 +29,8 @@ from litseg.annotation.annotate import RunSetupMismatch, annotate, run_setup, se
 from litseg.annotation.config import AnnotateConfig, ExportSettings, annotate_config_from
 from litseg.annotation.length_reference import active_reference, with_length_hint
 from litseg.annotation.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
-from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl, read_jsonl
+from litseg.annotation.store import CHUNKS, LEDGER
+from litseg.utils.jsonl import iter_jsonl, read_jsonl
 from litseg.annotation.view import chunk_table, render_html, unit_parts
 from litseg.annotation.word_cap import WordCap, resolve_word_cap
 from litseg.chunkers.base import Chunker
@@ -223,9 +224,9 @@ def _run_dir_for(out: Path, setup: dict[str, Any], settings: AnnotateConfig) -> 
 
 
 def _rewrite_summary(out: Path, summary: dict[str, Any]) -> None:
-    from litseg.annotation.annotate import SUMMARY, _write_json
+    from litseg.annotation.annotate import SUMMARY, write_json
 
-    _write_json(out / SUMMARY, summary)
+    write_json(out / SUMMARY, summary)
 
 
 def _as_list(value: Any) -> list[Any]:

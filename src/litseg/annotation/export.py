@@ -50,7 +50,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.annotation.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, iter_jsonl, read_range, safe_line
+from litseg.annotation.store import CHUNKS, DOCUMENTS, LEDGER, SENTENCES, read_range, safe_line
+from litseg.utils.jsonl import iter_jsonl
 from litseg.annotation.totals import UnitCounts
 from litseg.segmentation.textsafe import clean_value
 from litseg.segmentation.types import Chunk

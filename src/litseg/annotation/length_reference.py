@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from litseg.annotation.config import LengthReferenceConfig
-from litseg.annotation.store import CHUNKS, LEDGER, iter_jsonl
+from litseg.annotation.store import CHUNKS, LEDGER
+from litseg.utils.jsonl import iter_jsonl
 from litseg.utils.config import from_dict, to_plain
 
 QUANTILES = ("p25", "p50", "p75")

@@ -89,11 +89,11 @@ def file_sources(spec: str | Path | Sequence[str | Path], prepare: Prepare) -> l
     from litseg.segmentation.reading import scan_inputs
 
     scan = scan_inputs(spec)
-    return ([BookSource(str(p), (lambda p=p: prepare(p)), (lambda p=p: _file_hash(p))) for p in scan.books]
+    return ([BookSource(str(p), (lambda p=p: prepare(p)), (lambda p=p: file_hash(p))) for p in scan.books]
             + [BookSource.skipped(str(p), why) for p, why in scan.skipped])
 
 
-def _file_hash(path: Path) -> str:
+def file_hash(path: Path) -> str:
     h = hashlib.sha256()
     with Path(path).open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.segmentation.textsafe import clean_value
-from litseg.utils.jsonl import iter_jsonl, read_jsonl  # noqa: F401 - re-exported (their old home)
+from litseg.utils.jsonl import iter_jsonl, read_jsonl
 
 CHUNKS = "chunks.jsonl"
 SENTENCES = "sentences.jsonl"

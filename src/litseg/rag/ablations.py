@@ -172,7 +172,7 @@ def ablation_rows(runs: Sequence[StudentRun], result: Any) -> list[dict[str, Any
 
 
 def ablation_markdown(rows: Sequence[Mapping[str, Any]], result: Any) -> str:
-    from litseg.rag.report import _fmt, _pct, markdown_table
+    from litseg.rag.report import fmt, pct, markdown_table
 
     s = result.settings
     mrr = f"mrr@{s.mrr_k}"
@@ -187,7 +187,7 @@ def ablation_markdown(rows: Sequence[Mapping[str, Any]], result: Any) -> str:
             return "–"
         lo, hi = row.get(f"{name}_low"), row.get(f"{name}_high")
         if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
-            return _fmt(row[name])
+            return fmt(row[name])
         return f"{row[name]:.3f} [{lo:.3f}, {hi:.3f}]"
 
     body = []
@@ -195,11 +195,11 @@ def ablation_markdown(rows: Sequence[Mapping[str, Any]], result: Any) -> str:
         if r["status"] != "evaluated":
             body.append([r["variant"], r["status"]] + ["–"] * (len(head) - 2))
             continue
-        fallback = " / ".join(_pct(r.get(f"fallback_{k}_share")) for k in ("repair", "pieces", "whole_unit"))
+        fallback = " / ".join(pct(r.get(f"fallback_{k}_share")) for k in ("repair", "pieces", "whole_unit"))
         body.append([r["variant"], "+".join(r.get("stage_plan") or []) or "none", ci(r, mrr)]
-                    + [_fmt(r.get(f"hit@{k}")) for k in s.ks] + [ci(r, f"evidence@{b}") for b in s.budgets]
-                    + [_fmt(r.get(g)) for g in gen]
-                    + [fallback, _fmt(r.get("chunks_per_book"), 1), _fmt(r.get("train_metric_value"))])
+                    + [fmt(r.get(f"hit@{k}")) for k in s.ks] + [ci(r, f"evidence@{b}") for b in s.budgets]
+                    + [fmt(r.get(g)) for g in gen]
+                    + [fallback, fmt(r.get("chunks_per_book"), 1), fmt(r.get("train_metric_value"))])
     return markdown_table(head, body)
 
 

@@ -85,7 +85,7 @@ def fleiss_kappa(labels: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return {"kappa": kappa, "n_items": len(items), "n_raters": len(raters)}
 
 
-def _labels_by_rater(df: Any, value: str) -> dict[str, dict[str, Any]]:
+def labels_by_rater(df: Any, value: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = defaultdict(dict)
     for rater, item, v in zip(df["rater"], df["item_id"], df[value]):
         out[str(rater)][str(item)] = v

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.rag.rows import count_of, text_of
-from litseg.rag.agreement import _labels_by_rater, cohen_kappas, fleiss_kappa, icc2_1  # noqa: F401 - re-exported
+from litseg.rag.agreement import labels_by_rater, cohen_kappas, fleiss_kappa, icc2_1  # noqa: F401 - re-exported
 
 DIMENSIONS: tuple[str, ...] = ("content_completeness", "topical_coherence", "boundary_placement")
 DIMENSION_TITLES: dict[str, str] = {
@@ -392,7 +392,7 @@ def summarize_ratings(df: Any, *, kappa_weights: str | None = None) -> dict[str,
         sub = df[df["dimension"] == d]
         if len(sub) == 0:
             continue
-        labels = _labels_by_rater(sub, "score")
+        labels = labels_by_rater(sub, "score")
         agreement[d] = {"icc2_1": icc2_1(sub), "fleiss_kappa": fleiss_kappa(labels),
                         "cohen_kappa": cohen_kappas(labels, weights=kappa_weights, categories=[1, 2, 3, 4, 5])}
     return {"per_chunker": per_chunker, "agreement": agreement,
@@ -458,7 +458,7 @@ def win_rates(df: Any) -> dict[str, dict[str, Any]]:
     for comp, g in df.groupby("comparison"):
         points = g.assign(p=g["judgement"].map(_POINTS)).groupby("item_id")["p"].mean()
         counts = g["judgement"].value_counts()
-        labels = _labels_by_rater(g, "judgement")
+        labels = labels_by_rater(g, "judgement")
         out[str(comp)] = {
             "win_rate": float(points.mean()),
             "win": float(count_of(counts, "win") / len(g)),

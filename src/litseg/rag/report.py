@@ -31,7 +31,7 @@ from litseg.rag.stats import few_books_warning
 log = logging.getLogger(__name__)
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
+def fmt(x: Any, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     if isinstance(x, float):
@@ -44,11 +44,11 @@ def _ci(m: Mapping[str, Any] | None, digits: int = 3) -> str:
         return "–"
     est, lo, hi = m.get("estimate"), m.get("low"), m.get("high")
     if lo is None or hi is None or (isinstance(lo, float) and math.isnan(lo)):
-        return _fmt(est, digits)
+        return fmt(est, digits)
     return f"{est:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
-def _pct(x: Any) -> str:
+def pct(x: Any) -> str:
     return "–" if x is None else f"{100 * float(x):.0f}%"
 
 
@@ -62,8 +62,8 @@ def fallback_cell(summary: Mapping[str, Any]) -> str:
     if not fb:
         return "–"
     shares = fb.get("shares") or {}
-    cell = " / ".join(_pct(count_of(shares, k)) for k in ("repair", "pieces", "whole_unit"))
-    other = [f"{k} {_pct(v)}" for k, v in shares.items() if k not in ("repair", "pieces", "whole_unit")]
+    cell = " / ".join(pct(count_of(shares, k)) for k in ("repair", "pieces", "whole_unit"))
+    other = [f"{k} {pct(v)}" for k, v in shares.items() if k not in ("repair", "pieces", "whole_unit")]
     return cell + (f" ({', '.join(other)})" if other else "")
 
 
@@ -109,29 +109,29 @@ def main_table(result: "EvaluationResult") -> tuple[list[str], list[list[str]]]:
         ch = r.summary.get("chunks", {})
         seg = r.summary.get("segment_quality", {})
         words = ch.get("words", {})
-        row = [r.label, _fmt(ch.get("chunks_per_book", {}).get("mean"), 1),
-               f"{_fmt(words.get('mean'), 0)} ({_fmt(words.get('p50'), 0)})",
-               _pct(ch.get("share_over_window")), _fmt(seg.get("boundary_similarity")),
-               _pct(seg.get("share_on_sentence_breaks")), fallback_cell(r.summary)]
+        row = [r.label, fmt(ch.get("chunks_per_book", {}).get("mean"), 1),
+               f"{fmt(words.get('mean'), 0)} ({fmt(words.get('p50'), 0)})",
+               pct(ch.get("share_over_window")), fmt(seg.get("boundary_similarity")),
+               pct(seg.get("share_on_sentence_breaks")), fallback_cell(r.summary)]
         if has_ctx:
-            row.append(f"{_pct(ch.get('share_with_context'))} "
-                       f"({_fmt(ch.get('mean_context_sentences_when_used'), 1)} sentences)")
+            row.append(f"{pct(ch.get('share_with_context'))} "
+                       f"({fmt(ch.get('mean_context_sentences_when_used'), 1)} sentences)")
         if has_overlap:
-            row.append(f"{_pct(ch.get('share_overlapping'))} ({_pct(ch.get('overlap_chars_share'))})")
+            row.append(f"{pct(ch.get('share_overlapping'))} ({pct(ch.get('overlap_chars_share'))})")
         if has_gold:
-            row += [_fmt((m.get("random_hit@1") or {}).get("estimate")), _ci(m.get(mrr))]
-            row += [_fmt((m.get(f"hit@{k}") or {}).get("estimate")) for k in s.ks]
+            row += [fmt((m.get("random_hit@1") or {}).get("estimate")), _ci(m.get(mrr))]
+            row += [fmt((m.get(f"hit@{k}") or {}).get("estimate")) for k in s.ks]
             row += [_ci(m.get(e)) for e in ev]
         if has_gen:
-            row += [_fmt((m.get(k) or {}).get("estimate")) for k in ("em", "f1", "rougeL", "meteor")]
+            row += [fmt((m.get(k) or {}).get("estimate")) for k in ("em", "f1", "rougeL", "meteor")]
         gen = r.summary.get("generation") or {}
         if budgets:
             ctx = gen.get("context") or {}
-            row.append(f"{_fmt(ctx.get('mean_chunks'), 1)} ({_pct(ctx.get('truncated_share'))}, "
-                       f"{_pct(ctx.get('cut_chars_share'))})" if ctx else "–")
+            row.append(f"{fmt(ctx.get('mean_chunks'), 1)} ({pct(ctx.get('truncated_share'))}, "
+                       f"{pct(ctx.get('cut_chars_share'))})" if ctx else "–")
         for on, key in ((has_cr, "context_relevance"), (has_aa, "answer_accuracy")):
             if on:
-                row.append(f"{_ci(m.get(key))} ({_pct((gen.get(key) or {}).get('failure_rate'))})")
+                row.append(f"{_ci(m.get(key))} ({pct((gen.get(key) or {}).get('failure_rate'))})")
         rows.append(row)
     return head, rows
 
@@ -144,8 +144,8 @@ def markdown_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def pairwise_markdown(pairwise: Sequence[Mapping[str, Any]]) -> str:
     head = ["A", "B", "metric", "mean A", "mean B", "A − B [95% CI]", "p (permutation)", "questions", "books"]
-    rows = [[p["a"], p["b"], p["metric"], _fmt(p["mean_a"]), _fmt(p["mean_b"]),
-             f"{p['diff']:+.3f} [{p['diff_low']:+.3f}, {p['diff_high']:+.3f}]", _fmt(p["p_permutation"], 4),
+    rows = [[p["a"], p["b"], p["metric"], fmt(p["mean_a"]), fmt(p["mean_b"]),
+             f"{p['diff']:+.3f} [{p['diff_low']:+.3f}, {p['diff_high']:+.3f}]", fmt(p["p_permutation"], 4),
              str(p["n"]), str(p["books"])] for p in pairwise]
     return markdown_table(head, rows)
 
@@ -157,8 +157,8 @@ def timing_markdown(result: "EvaluationResult") -> str:
     for r in result.results:
         sec = r.summary.get("seconds", {})
         n_chunks = (r.summary.get("chunks") or {}).get("n_chunks")
-        rows.append([r.label, _fmt(n_chunks), str(count_of(r.summary, "unit_failures"))]
-                    + [_fmt(sec.get(k), 1) for k in keys])
+        rows.append([r.label, fmt(n_chunks), str(count_of(r.summary, "unit_failures"))]
+                    + [fmt(sec.get(k), 1) for k in keys])
     return markdown_table(head, rows)
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from litseg.segmentation.reading import ReadFailure, iter_input_paths, read_document
 from litseg.segmentation.types import Document, Sentence, Unit
 from litseg.segmentation.units import (
-    _pack,
-    _pieces,
+    pack,
+    capped_pieces,
     find_units,
     sentence_spans,
     splitter_caps_sentences,
@@ -84,7 +84,7 @@ def paragraph_starts(text: str, spans: Sequence[tuple[int, int]]) -> list[bool]:
 
 def _cap_sentence(text: str, start: int, end: int, max_words: int) -> list[tuple[int, int]]:
     # Skip the paragraph and sentence levels: this is already one sentence.
-    return _pack(text, _pieces(text, start, end, max_words, level=2), max_words)
+    return pack(text, capped_pieces(text, start, end, max_words, level=2), max_words)
 
 
 def load_documents(spec: str | Path | Sequence[str | Path], **prepare_kwargs) -> Iterator[Document | ReadFailure]:

@@ -161,10 +161,10 @@ class _Paragraphs:
         pieces: list[tuple[int, int, int]] = []
         for ps, pe, n in self.paras[lo:hi]:
             if n > max_words:
-                pieces.extend(_pieces(text, ps, pe, max_words, level=1))
+                pieces.extend(capped_pieces(text, ps, pe, max_words, level=1))
             else:
                 pieces.append((ps, pe, n))
-        return _pack(text, pieces, max_words)
+        return pack(text, pieces, max_words)
 
 
 def build_units(doc: Document, segments: list[StructuralUnit], *, max_words: int,
@@ -235,20 +235,20 @@ def split_by_cap(text: str, start: int, end: int, max_words: int) -> list[tuple[
         return []
     if (end - start + 1) // 2 <= max_words or count_words(text, start, end) <= max_words:
         return [(start, end)]  # (a word takes a character and a space: no count needed)
-    return _pack(text, _pieces(text, start, end, max_words, level=0), max_words)
+    return pack(text, capped_pieces(text, start, end, max_words, level=0), max_words)
 
 
 _LEVELS = ("paragraph", "sentence", "line", "word")
 
 
-def _pieces(text: str, start: int, end: int, max_words: int, level: int) -> list[tuple[int, int, int]]:
+def capped_pieces(text: str, start: int, end: int, max_words: int, level: int) -> list[tuple[int, int, int]]:
     """``(start, end, words)`` pieces no longer than the cap, finest split only where needed."""
     spans = _split_level(text, start, end, _LEVELS[level], max_words)
     out: list[tuple[int, int, int]] = []
     for s, e in spans:
         n = count_words(text, s, e)
         if n > max_words and level + 1 < len(_LEVELS):
-            out.extend(_pieces(text, s, e, max_words, level + 1))
+            out.extend(capped_pieces(text, s, e, max_words, level + 1))
         else:
             out.append((s, e, n))
     return out
@@ -282,7 +282,7 @@ def _split_on(text: str, start: int, end: int, sep: re.Pattern[str]) -> list[tup
     return out
 
 
-def _pack(text: str, pieces: list[tuple[int, int, int]], max_words: int) -> list[tuple[int, int]]:
+def pack(text: str, pieces: list[tuple[int, int, int]], max_words: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     cur_start = cur_end = -1
     cur_words = 0

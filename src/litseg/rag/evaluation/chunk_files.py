@@ -29,7 +29,7 @@ def load_chunkset(label: str, path: str | Path, bench: Benchmark, docs: Mapping[
     are checked against the benchmark text, and ``main_text``, when given, must equal the text
     at the spans: chunks of another edition of a book are refused with the first mismatch.
     """
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
 
     p = Path(path)
     if p.is_dir():
@@ -83,7 +83,7 @@ def load_chunkset(label: str, path: str | Path, bench: Benchmark, docs: Mapping[
 
 def _book_mapping(p: Path, bench: Benchmark, docs: Mapping[str, Document]) -> dict[str, str]:
     """Source book id -> benchmark book id, from the run folder's documents.jsonl."""
-    from litseg.annotation.store import read_jsonl
+    from litseg.utils.jsonl import read_jsonl
 
     docs_file = p / "documents.jsonl" if p.is_dir() else p.with_name("documents.jsonl")
     if not docs_file.is_file():

@@ -13,10 +13,10 @@ from typing import Any
 import json_repair
 
 from litseg.segmentation.parsing.limits import (
-    _MAX_INT_DIGITS,
-    _MAX_MENDS,
-    _MAX_MEND_CHARS,
-    _MAX_MEND_DEPTH,
+    MAX_INT_DIGITS,
+    MAX_MENDS,
+    MAX_MEND_CHARS,
+    MAX_MEND_DEPTH,
 )
 
 
@@ -33,7 +33,7 @@ _QUOTE_TOKENS = re.compile(r"[\\\"']")
 _BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)")
 
 
-_FENCE = re.compile(r"```[ \t]*(?:json5?|JSON)?[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
+FENCE = re.compile(r"```[ \t]*(?:json5?|JSON)?[ \t]*\r?\n?(.*?)(?:```|\Z)", re.DOTALL)
 
 
 class _Reader:
@@ -55,23 +55,23 @@ class _Reader:
 
 
 def _json_int(digits: str) -> int | str:
-    if len(digits) > _MAX_INT_DIGITS:
+    if len(digits) > MAX_INT_DIGITS:
         return f"<a number of {len(digits)} digits>"
     return int(digits)
 
 
 @dataclass(slots=True)
-class _Budget:
+class Budget:
     """Work left for json_repair on this reply, and what was refused."""
 
-    mends: int = _MAX_MENDS
-    chars: int = _MAX_MEND_CHARS
+    mends: int = MAX_MENDS
+    chars: int = MAX_MEND_CHARS
     refused: Counter[str] = field(default_factory=Counter)
     capped: bool = False  # stopped looking for JSON values after _MAX_CANDIDATES
 
 
 @dataclass(slots=True)
-class _Candidate:
+class Candidate:
     value: Any
     start: int
     end: int
@@ -80,7 +80,7 @@ class _Candidate:
     duplicates: list[str] = field(default_factory=list)
 
 
-def _strip_think(body: str) -> tuple[str, bool]:
+def strip_think(body: str) -> tuple[str, bool]:
     """``body`` without its closed ``<think>...</think>`` blocks (linear; an unclosed tag stays)."""
     parts: list[str] = []
     pos = 0
@@ -106,7 +106,7 @@ def _useful(value: Any) -> bool:
     return isinstance(value, list) and any(isinstance(v, dict) for v in value)
 
 
-def _json_candidates(region: str, budget: _Budget, room: int) -> list[_Candidate]:
+def json_candidates(region: str, budget: Budget, room: int) -> list[Candidate]:
     """Up to ``room`` JSON values found in ``region``: strictly decoded where possible, mended
     otherwise. Linear in the region: every stretch is scanned once."""
     reader = _Reader()
@@ -117,8 +117,8 @@ def _json_candidates(region: str, budget: _Budget, room: int) -> list[_Candidate
         pass
     else:
         if isinstance(value, (dict, list)):
-            return [_Candidate(value, 0, len(region), duplicates=reader.duplicates)]
-    found: list[_Candidate] = []
+            return [Candidate(value, 0, len(region), duplicates=reader.duplicates)]
+    found: list[Candidate] = []
     pos = 0
     while True:
         broad = budget.mends > 0 and budget.chars > 0
@@ -140,23 +140,23 @@ def _json_candidates(region: str, budget: _Budget, room: int) -> list[_Candidate
             found.extend(_mended(region, i, end, depth, budget)[: room - len(found)])
         else:
             if _useful(value):
-                found.append(_Candidate(value, i, i + used, duplicates=reader.duplicates))
+                found.append(Candidate(value, i, i + used, duplicates=reader.duplicates))
         pos = max(end, i + 1)
     for c in found:
         c.surrounded = bool(region[:c.start].strip() or region[c.end:].strip())
     return found
 
 
-def _mended(region: str, start: int, end: int, depth: int, budget: _Budget) -> list[_Candidate]:
+def _mended(region: str, start: int, end: int, depth: int, budget: Budget) -> list[Candidate]:
     stretch = region[start:end]
     if "{" not in stretch:
         return []  # no object can come out of it
-    if depth > _MAX_MEND_DEPTH:
-        budget.refused[f"JSON nested more than {_MAX_MEND_DEPTH} deep"] += 1
+    if depth > MAX_MEND_DEPTH:
+        budget.refused[f"JSON nested more than {MAX_MEND_DEPTH} deep"] += 1
         return []
     if budget.mends <= 0 or len(stretch) > budget.chars:
-        budget.refused[f"broken JSON beyond the repair budget ({_MAX_MENDS} stretches, "
-                       f"{_MAX_MEND_CHARS:,} characters)"] += 1
+        budget.refused[f"broken JSON beyond the repair budget ({MAX_MENDS} stretches, "
+                       f"{MAX_MEND_CHARS:,} characters)"] += 1
         return []
     budget.mends -= 1
     budget.chars -= len(stretch)
@@ -166,9 +166,9 @@ def _mended(region: str, start: int, end: int, depth: int, budget: _Budget) -> l
         return []
     if isinstance(mended, list) and region[start] == "{":
         # json_repair returns several top-level objects as a list.
-        return [_Candidate(v, start, end, True) for v in mended if isinstance(v, dict) and v]
+        return [Candidate(v, start, end, True) for v in mended if isinstance(v, dict) and v]
     if _useful(mended):
-        return [_Candidate(mended, start, end, True)]
+        return [Candidate(mended, start, end, True)]
     return []
 
 

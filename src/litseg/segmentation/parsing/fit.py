@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from litseg.segmentation.parsing.extract import _Candidate
-from litseg.segmentation.parsing.limits import _MAX_MALFORMED
-from litseg.segmentation.parsing.result import ParseResult, _Notes, _short
-from litseg.segmentation.parsing.values import _to_int, _to_int_list, _to_str
+from litseg.segmentation.parsing.extract import Candidate
+from litseg.segmentation.parsing.limits import MAX_MALFORMED
+from litseg.segmentation.parsing.result import ParseResult, Notes, short
+from litseg.segmentation.parsing.values import to_int, to_int_list, to_str
 from litseg.segmentation.schema import Segment, segments_path
 from litseg.segmentation.validation import IssueCode, ValidationIssue
 
@@ -31,7 +31,7 @@ _SEGMENT_ALIASES = {
 _WRAPPER_KEYS = {"answer", "result", "results", "output", "response", "json", "data", "segmentation"}
 
 
-def _fit_guarded(candidate: _Candidate, model: type[BaseModel], n: int | None) -> ParseResult:
+def fit_guarded(candidate: Candidate, model: type[BaseModel], n: int | None) -> ParseResult:
     try:
         return _fit(candidate, model, n)
     except RecursionError:
@@ -39,8 +39,8 @@ def _fit_guarded(candidate: _Candidate, model: type[BaseModel], n: int | None) -
                            [], None)
 
 
-def _fit(candidate: _Candidate, model: type[BaseModel], n: int | None) -> ParseResult:
-    notes = _Notes(n)
+def _fit(candidate: Candidate, model: type[BaseModel], n: int | None) -> ParseResult:
+    notes = Notes(n)
     errors: list[ValidationIssue] = []
     data = _reshape(candidate.value, model, notes)
     if not isinstance(data, dict):
@@ -59,7 +59,7 @@ def _fit(candidate: _Candidate, model: type[BaseModel], n: int | None) -> ParseR
     return ParseResult(value, errors, notes.render(), candidate.value)
 
 
-def _reshape(value: Any, model: type[BaseModel], notes: _Notes) -> Any:
+def _reshape(value: Any, model: type[BaseModel], notes: Notes) -> Any:
     """Bring the JSON value into the overall shape of ``model`` (unwrap, wrap, nest)."""
     fields = model.model_fields
     path = segments_path(model)
@@ -134,7 +134,7 @@ def _nest_at(path: tuple[str, ...], leaf: Any) -> dict[str, Any]:
     return node
 
 
-def _nest_flat(data: dict[str, Any], model: type[BaseModel], notes: _Notes) -> dict[str, Any]:
+def _nest_flat(data: dict[str, Any], model: type[BaseModel], notes: Notes) -> dict[str, Any]:
     """Move keys that belong to a missing sub-object (e.g. ``segments`` of ``step3``) into it."""
     out = dict(data)
     for name, info in model.model_fields.items():
@@ -166,7 +166,7 @@ def _list_item_type(annotation: Any) -> Any:
     return None
 
 
-def _coerce_model(data: dict[str, Any], model: type[BaseModel], where: str, notes: _Notes,
+def _coerce_model(data: dict[str, Any], model: type[BaseModel], where: str, notes: Notes,
                   errors: list[ValidationIssue]) -> dict[str, Any]:
     fields = model.model_fields
     aliases = _SEGMENT_ALIASES if model is Segment else {}
@@ -180,11 +180,11 @@ def _coerce_model(data: dict[str, Any], model: type[BaseModel], where: str, note
         norm = _normalise_key(key)
         target = norm if norm in fields else aliases.get(norm)
         if target is None:
-            notes.add(f"ignored unknown key {_short(key)}" + (f" in {where.rstrip('.')}" if where else ""))
+            notes.add(f"ignored unknown key {short(key)}" + (f" in {where.rstrip('.')}" if where else ""))
         elif target in data or target in renamed:
-            notes.add(f"{where}{target} given under two names; ignored {_short(key)}")
+            notes.add(f"{where}{target} given under two names; ignored {short(key)}")
         else:
-            notes.add(f"read {_short(key)} as {target!r}")
+            notes.add(f"read {short(key)} as {target!r}")
             renamed[target] = value
     out: dict[str, Any] = {}
     for name, info in fields.items():
@@ -197,7 +197,7 @@ def _coerce_model(data: dict[str, Any], model: type[BaseModel], where: str, note
     return out
 
 
-def _coerce_value(value: Any, annotation: Any, label: str, notes: _Notes,
+def _coerce_value(value: Any, annotation: Any, label: str, notes: Notes,
                   errors: list[ValidationIssue]) -> Any:
     sub = _model_type(annotation)
     if sub is not None:
@@ -208,21 +208,21 @@ def _coerce_value(value: Any, annotation: Any, label: str, notes: _Notes,
             return _coerce_model(_nest_flat(value, sub, notes), sub, f"{label}.", notes, errors)
         return value
     if annotation is str:
-        return _to_str(value, label, notes)
+        return to_str(value, label, notes)
     if annotation is int:
-        number = _to_int(value)
+        number = to_int(value)
         if number is not None and not (isinstance(value, int) and not isinstance(value, bool)):
             notes.add(f"{label} given as {type(value).__name__}; read as integer")
         return number if number is not None else value
     item = _list_item_type(annotation)
     if item is int:
-        return _to_int_list(value, label, notes)
+        return to_int_list(value, label, notes)
     if item is not None and _model_type(item) is not None:
         return _coerce_model_list(value, _model_type(item), label, notes, errors)
     return value
 
 
-def _coerce_model_list(value: Any, item_model: type[BaseModel], label: str, notes: _Notes,
+def _coerce_model_list(value: Any, item_model: type[BaseModel], label: str, notes: Notes,
                        errors: list[ValidationIssue]) -> list[Any]:
     if isinstance(value, dict):
         notes.add(f"{label} given as one object; read as a list")
@@ -234,7 +234,7 @@ def _coerce_model_list(value: Any, item_model: type[BaseModel], label: str, note
     out: list[Any] = []
     for k, item in enumerate(value):
         if not isinstance(item, dict):
-            _drop(item_model, label, k, f"entry {_short(item)} is not an object", notes, errors)
+            _drop(item_model, label, k, f"entry {short(item)} is not an object", notes, errors)
             continue
         coerced = _coerce_model(item, item_model, f"{label}[{k}].", notes, errors)
         if item_model is Segment:
@@ -260,13 +260,13 @@ def _segment_problem(seg: dict[str, Any]) -> str | None:
         if key not in seg:
             return f"{key} missing"
         if not isinstance(seg[key], int) or isinstance(seg[key], bool):
-            return f"{key} {_short(seg[key])} is not an integer"
+            return f"{key} {short(seg[key])} is not an integer"
     if "subtitle" in seg and not isinstance(seg["subtitle"], str):  # optional: absent is fine
         return "subtitle is not text"
     return None
 
 
-def _drop(item_model: type[BaseModel], label: str, k: int, why: str, notes: _Notes,
+def _drop(item_model: type[BaseModel], label: str, k: int, why: str, notes: Notes,
           errors: list[ValidationIssue]) -> None:
     if item_model is Segment:
         errors.append(ValidationIssue(IssueCode.SEGMENT_MALFORMED,
@@ -276,11 +276,11 @@ def _drop(item_model: type[BaseModel], label: str, k: int, why: str, notes: _Not
 
 
 def _count_malformed(errors: list[ValidationIssue]) -> None:
-    """Keep the first :data:`_MAX_MALFORMED` unusable-entry errors; fold the rest into one."""
+    """Keep the first :data:`MAX_MALFORMED` unusable-entry errors; fold the rest into one."""
     malformed = [i for i, e in enumerate(errors) if e.code is IssueCode.SEGMENT_MALFORMED]
-    if len(malformed) <= _MAX_MALFORMED:
+    if len(malformed) <= MAX_MALFORMED:
         return
-    extra = malformed[_MAX_MALFORMED:]
+    extra = malformed[MAX_MALFORMED:]
     first_extra = errors[extra[0]]
     keep = set(extra)
     errors[:] = [e for i, e in enumerate(errors) if i not in keep]

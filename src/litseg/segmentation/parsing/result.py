@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from litseg.segmentation.parsing.limits import _MAX_EXPANDED_INDICES, _MAX_NOTE_KINDS
+from litseg.segmentation.parsing.limits import MAX_EXPANDED_INDICES, MAX_NOTE_KINDS
 from litseg.segmentation.schema import Segment, answer_segments
 from litseg.segmentation.validation import ValidationIssue
 
@@ -51,7 +51,7 @@ class ParseResult:
                 "errors": [e.to_dict() for e in self.errors], "notes": list(self.notes)}
 
 
-class _Notes:
+class Notes:
     """Collects leniency notes (repeated ones are counted instead of listed again) and carries
     what bounds the work on one reply: the unit size ``n`` when known and the range budget."""
 
@@ -59,12 +59,12 @@ class _Notes:
         self._counts: Counter[str] = Counter()
         self.overflow = 0
         self.n = n
-        self.expand_left = _MAX_EXPANDED_INDICES
+        self.expand_left = MAX_EXPANDED_INDICES
 
     def add(self, msg: str, count: int = 1) -> None:
         # One line per kind of leniency: list positions are folded into the count.
         key = _POSITION.sub("[*]", msg)
-        if key not in self._counts and len(self._counts) >= _MAX_NOTE_KINDS:
+        if key not in self._counts and len(self._counts) >= MAX_NOTE_KINDS:
             self.overflow += count
             return
         self._counts[key] += count
@@ -81,7 +81,7 @@ _SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 2, 48, 48
 _SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = 4
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     """A bounded, printable rendering of any value for notes and messages."""
     try:
         return _SHORT.repr(value)

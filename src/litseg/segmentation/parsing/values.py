@@ -8,11 +8,11 @@ from collections import Counter
 from typing import Any
 
 from litseg.segmentation.parsing.limits import (
-    _MAX_EXPANDED_INDICES,
-    _MAX_INDEX_TEXT,
-    _MAX_RANGE_EXPANSION,
+    MAX_EXPANDED_INDICES,
+    MAX_INDEX_TEXT,
+    MAX_RANGE_EXPANSION,
 )
-from litseg.segmentation.parsing.result import _Notes, _short
+from litseg.segmentation.parsing.result import Notes, short
 from litseg.segmentation.textsafe import clean_text
 
 
@@ -21,7 +21,7 @@ _RANGE_GAP = re.compile(r"(?<=\d)\s*(-|\u2013|\.\.)\s*(?=[+-]?\d)|(?<=\d)\s+to\s
 _RANGE_TEXT = re.compile(r"^([+-]?\d+)\s*(?:-|\u2013|\.\.|to)\s*([+-]?\d+)$")
 
 
-def _to_str(value: Any, label: str, notes: _Notes) -> Any:
+def to_str(value: Any, label: str, notes: Notes) -> Any:
     if isinstance(value, str):
         text = value
     elif isinstance(value, list):
@@ -38,25 +38,25 @@ def _to_str(value: Any, label: str, notes: _Notes) -> Any:
     return cleaned
 
 
-def _to_int(value: Any) -> int | None:
+def to_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, float):
         return int(value) if value.is_integer() else None  # NaN and infinities are not
-    if isinstance(value, str) and len(value) <= _MAX_INDEX_TEXT:
+    if isinstance(value, str) and len(value) <= MAX_INDEX_TEXT:
         m = _INT_TEXT.match(value.strip())
         return int(m.group(1)) if m else None
     return None
 
 
-def _to_int_list(value: Any, label: str, notes: _Notes) -> list[int]:
+def to_int_list(value: Any, label: str, notes: Notes) -> list[int]:
     if isinstance(value, bool):
         notes.add(f"{label} was a boolean; read as empty")
         return []
     if isinstance(value, (int, float)):
-        number = _to_int(value)
+        number = to_int(value)
         notes.add(f"{label} given as a single number; read as a list")
         return [number] if number is not None else []
     from_text = isinstance(value, str)
@@ -81,15 +81,15 @@ def _to_int_list(value: Any, label: str, notes: _Notes) -> list[int]:
         if type(v) is int:
             out.append(v)
             continue
-        number = _to_int(v)
+        number = to_int(v)
         if number is not None:
             if not from_text:
                 converted[type(v).__name__] += 1
             out.append(number)
             continue
-        m = _RANGE_TEXT.match(v.strip()) if isinstance(v, str) and len(v) <= _MAX_INDEX_TEXT else None
+        m = _RANGE_TEXT.match(v.strip()) if isinstance(v, str) and len(v) <= MAX_INDEX_TEXT else None
         if m is None or int(m.group(1)) > int(m.group(2)):
-            notes.add(f"{label} item {_short(v)} is not an index; dropped")
+            notes.add(f"{label} item {short(v)} is not an index; dropped")
         else:
             _expand_range(v, int(m.group(1)), int(m.group(2)), out, label, notes)
     for kind, count in converted.items():
@@ -97,26 +97,26 @@ def _to_int_list(value: Any, label: str, notes: _Notes) -> list[int]:
     return out
 
 
-def _expand_range(item: str, a: int, b: int, out: list[int], label: str, notes: _Notes) -> None:
+def _expand_range(item: str, a: int, b: int, out: list[int], label: str, notes: Notes) -> None:
     """Append the indices of the range ``a..b`` (``a <= b``): within ``1..n`` when the unit size
     is known, keeping an end that lies outside so that validation still reports it."""
     if notes.n is None:
-        if b - a >= _MAX_RANGE_EXPANSION:
-            notes.add(f"{label} item {_short(item)} is not an index; dropped")
+        if b - a >= MAX_RANGE_EXPANSION:
+            notes.add(f"{label} item {short(item)} is not an index; dropped")
             return
         lo, hi, before, after = a, b, [], []
     else:
         lo, hi = max(a, 1), min(b, notes.n)
         if lo > hi:  # wholly outside the unit: its ends, for validation to report
             out.extend([a] if a == b else [a, b])
-            notes.add(f"{label} item {_short(item)} lies outside the unit; kept its ends")
+            notes.add(f"{label} item {short(item)} lies outside the unit; kept its ends")
             return
         before = [a] if a < lo else []
         after = [b] if b > hi else []
     size = hi - lo + 1
     if size > notes.expand_left:
-        notes.add(f"{label} item {_short(item)} not expanded: the reply's budget of "
-                  f"{_MAX_EXPANDED_INDICES:,} range indices is spent")
+        notes.add(f"{label} item {short(item)} not expanded: the reply's budget of "
+                  f"{MAX_EXPANDED_INDICES:,} range indices is spent")
         out.extend(before + after)
         return
     notes.expand_left -= size
@@ -124,4 +124,4 @@ def _expand_range(item: str, a: int, b: int, out: list[int], label: str, notes: 
     out.extend(range(lo, hi + 1))
     out.extend(after)
     clipped = " within the unit" if before or after else ""
-    notes.add(f"{label} item {_short(item)} expanded as a range{clipped}")
+    notes.add(f"{label} item {short(item)} expanded as a range{clipped}")

@@ -6,12 +6,12 @@ import re
 from typing import Iterator
 
 from litseg.segmentation.sentences.chars import (
-    _CLOSERS,
-    _HWS_CHARS,
-    _LINE_BREAK,
-    _PARA_BREAK,
-    _QUOTES,
-    _TERMINALS,
+    CLOSERS,
+    HWS_CHARS,
+    LINE_BREAK,
+    PARA_BREAK,
+    QUOTES,
+    TERMINALS,
 )
 
 
@@ -27,7 +27,7 @@ _HEADING_WORD = re.compile(
 # lowercase ASCII letter at all); blocks without one skip the line-by-line test.
 _LB_CHARS = "\n\r\v\x85\u2028"
 _HEADING_CANDIDATE = re.compile(
-    rf"[{_LB_CHARS}](?:(?<=\r)\n)?[{_HWS_CHARS}]*(?:[#*_]|(?i:{_HEADING_WORD.pattern})"
+    rf"[{_LB_CHARS}](?:(?<=\r)\n)?[{HWS_CHARS}]*(?:[#*_]|(?i:{_HEADING_WORD.pattern})"
     rf"|[^a-z{_LB_CHARS}]+(?:[{_LB_CHARS}]|\Z))"
 )
 _CONTINUATION_WORDS = frozenset(
@@ -35,10 +35,10 @@ _CONTINUATION_WORDS = frozenset(
 )
 _INNER_STOP = re.compile(r"[.\u2026]\s")
 _MAX_HEADING_WORDS = 12
-_MAX_TITLE_WORDS = 10
+MAX_TITLE_WORDS = 10
 
 
-def _strip(text: str, s: int, e: int) -> tuple[int, int]:
+def strip_span(text: str, s: int, e: int) -> tuple[int, int]:
     while s < e and text[s].isspace():
         s += 1
     while e > s and text[e - 1].isspace():
@@ -46,15 +46,15 @@ def _strip(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
-def _blocks(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+def blocks(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
     """Stripped, non-empty stretches between blank lines."""
     pos = start
-    for m in _PARA_BREAK.finditer(text, start, end):
-        s, e = _strip(text, pos, m.start())
+    for m in PARA_BREAK.finditer(text, start, end):
+        s, e = strip_span(text, pos, m.start())
         if e > s:
             yield s, e
         pos = m.end()
-    s, e = _strip(text, pos, end)
+    s, e = strip_span(text, pos, end)
     if e > s:
         yield s, e
 
@@ -71,7 +71,7 @@ def _is_heading_line(line: str) -> bool:
                 and _n_words(inner) <= _MAX_HEADING_WORDS)
     if line.isupper():
         # not a wrapped line of capitals ("... WARRANTY OR CONTRACT," / "... EXCEPT THOSE")
-        last = line.rstrip(_CLOSERS).rsplit(None, 1)[-1] if line.rstrip(_CLOSERS) else ""
+        last = line.rstrip(CLOSERS).rsplit(None, 1)[-1] if line.rstrip(CLOSERS) else ""
         if line[-1] in ",;-\u2013\u2014" or last in _CONTINUATION_WORDS:
             return False
         letters = sum(1 for ch in line if ch.isalpha())
@@ -92,24 +92,24 @@ def _is_title_block(line: str) -> bool:
     Not a line of dialogue cut short (``Nora. No, I really can't--``): no dash or comma at the
     end, no ``!``/``?``, and a period inside only after a leading number or label.
     """
-    core = line.rstrip(_CLOSERS + " \t")
-    if (not core or core[-1] in _TERMINALS + ",;:-\u2013\u2014" or "!" in line or "?" in line
-            or line[0] in _QUOTES + "\u201c\u2018"):
+    core = line.rstrip(CLOSERS + " \t")
+    if (not core or core[-1] in TERMINALS + ",;:-\u2013\u2014" or "!" in line or "?" in line
+            or line[0] in QUOTES + "\u201c\u2018"):
         return False
     first_word_end = len(line.split(None, 1)[0])  # the line is stripped
     if any(m.start() >= first_word_end for m in _INNER_STOP.finditer(line)):
         return False
-    return _n_words(line) <= _MAX_TITLE_WORDS
+    return _n_words(line) <= MAX_TITLE_WORDS
 
 
-def _block_runs(text: str, b_start: int, b_end: int) -> Iterator[tuple[int, int, bool]]:
-    first_break = _LINE_BREAK.search(text, b_start, b_end)
+def block_runs(text: str, b_start: int, b_end: int) -> Iterator[tuple[int, int, bool]]:
+    first_break = LINE_BREAK.search(text, b_start, b_end)
     if first_break is None:
         line = text[b_start:b_end]
         yield b_start, b_end, _is_heading_line(line) or _is_title_block(line)
         return
     # Most blocks are plain prose: no later line could be a heading and the first is not one.
-    s, e = _strip(text, b_start, first_break.start())
+    s, e = strip_span(text, b_start, first_break.start())
     if not _is_heading_line(text[s:e]) and not _HEADING_CANDIDATE.search(
             text, first_break.start(), b_end):
         yield b_start, b_end, False
@@ -117,14 +117,14 @@ def _block_runs(text: str, b_start: int, b_end: int) -> Iterator[tuple[int, int,
 
     lines: list[tuple[int, int]] = []
     pos = b_start
-    for m in _LINE_BREAK.finditer(text, b_start, b_end):
+    for m in LINE_BREAK.finditer(text, b_start, b_end):
         lines.append((pos, m.start()))
         pos = m.end()
     lines.append((pos, b_end))
 
     run_start = run_end = -1
     for s, e in lines:
-        s, e = _strip(text, s, e)
+        s, e = strip_span(text, s, e)
         if e <= s:
             continue
         if _is_heading_line(text[s:e]):

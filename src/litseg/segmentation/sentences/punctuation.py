@@ -7,27 +7,27 @@ from __future__ import annotations
 import re
 
 from litseg.segmentation.sentences.chars import (
-    _CLOSERS,
-    _DASHES,
-    _HWS,
-    _LB,
-    _LINE_BREAK,
-    _Q,
-    _QUOTE_SET,
-    _T,
-    _TERMINALS,
+    CLOSERS,
+    DASHES,
+    HWS,
+    LB,
+    LINE_BREAK,
+    Q,
+    QUOTE_SET,
+    T,
+    TERMINALS,
 )
-from litseg.segmentation.sentences.lines import _MAX_TITLE_WORDS, _strip
-from litseg.segmentation.sentences.speech import _is_speech_tag
+from litseg.segmentation.sentences.lines import MAX_TITLE_WORDS, strip_span
+from litseg.segmentation.sentences.speech import is_speech_tag
 
 
 # A sentence end: a terminal (or a spaced ellipsis ". . ." that may wrap a line), then any run of
 # further terminals and closers, optionally dashes; or dashes closed by a quote ("this--" "We...").
 _END = re.compile(
-    rf"[{_T}\-\u2013\u2014\u2015]"
-    rf"(?:(?<=[{_T}])(?:(?<=\.)(?:{_HWS}*(?:{_LB}{_HWS}*)?\.){{2,}})?"
-    rf"[{re.escape(_TERMINALS + _CLOSERS)}]*(?P<dash>{_DASHES})?"
-    rf"|(?<=-)-+[{_Q}]+|(?<=[\u2014\u2015])[\u2014\u2015]*[{_Q}]+|(?<=\u2013)[{_Q}]+)"
+    rf"[{T}\-\u2013\u2014\u2015]"
+    rf"(?:(?<=[{T}])(?:(?<=\.)(?:{HWS}*(?:{LB}{HWS}*)?\.){{2,}})?"
+    rf"[{re.escape(TERMINALS + CLOSERS)}]*(?P<dash>{DASHES})?"
+    rf"|(?<=-)-+[{Q}]+|(?<=[\u2014\u2015])[\u2014\u2015]*[{Q}]+|(?<=\u2013)[{Q}]+)"
 )
 _SPACED_DOTS = re.compile(r"\.\s+\.")
 
@@ -58,7 +58,7 @@ _BANG_CHAIN = re.compile(r"(?:[^\W\d_][\w\u2019'-]*!\s+)*[^\W\d_][\w\u2019'-]*")
 _OPENING_QUOTES = "\"'\u201c\u2018\u00ab"
 
 
-def _split_run(text: str, r_start: int, r_end: int, out: list[tuple[int, int]]) -> None:
+def split_run(text: str, r_start: int, r_end: int, out: list[tuple[int, int]]) -> None:
     """Split a run of ordinary lines at sentence-final punctuation."""
     sent_start = r_start
     for m in _END.finditer(text, r_start, r_end):
@@ -88,7 +88,7 @@ def _split_run(text: str, r_start: int, r_end: int, out: list[tuple[int, int]]) 
         if _is_boundary(text, sent_start, m_start, p, q, r_start, r_end, m.group()):
             out.append((sent_start, p))  # both ends already sit on non-space characters
             sent_start = q
-    s, e = _strip(text, sent_start, r_end)
+    s, e = strip_span(text, sent_start, r_end)
     if e > s:
         out.append((s, e))
 
@@ -100,7 +100,7 @@ def _starts_sentence(ch: str) -> bool:
 def _is_boundary(text: str, sent_start: int, m_start: int, p: int, q: int, r_start: int,
                  r_end: int, end_text: str) -> bool:
     nxt = text[q]
-    if nxt.islower() or nxt.isdigit() or nxt in ",;:" or nxt in _TERMINALS:
+    if nxt.islower() or nxt.isdigit() or nxt in ",;:" or nxt in TERMINALS:
         return False
     if nxt in "\"'\u201c\u2018\u00ab([{_*\u2014-":
         # look past opening quotes and brackets: "' (when she thought it over" runs on
@@ -109,11 +109,11 @@ def _is_boundary(text: str, sent_start: int, m_start: int, p: int, q: int, r_sta
             k += 1
         if k < r_end and text[k].islower():
             return False
-    elif nxt in _CLOSERS or nxt in "\u201d\u2019":
+    elif nxt in CLOSERS or nxt in "\u201d\u2019":
         return False
     first = end_text[0]
-    has_quote = len(end_text) > 1 and not _QUOTE_SET.isdisjoint(end_text)
-    if first == "." and end_text.rstrip(_CLOSERS) == "." and not has_quote:
+    has_quote = len(end_text) > 1 and not QUOTE_SET.isdisjoint(end_text)
+    if first == "." and end_text.rstrip(CLOSERS) == "." and not has_quote:
         if _period_is_abbreviation(text, sent_start, m_start, r_start, r_end):
             return False
     is_ellipsis = first == "\u2026" or end_text.startswith("..") or bool(
@@ -122,7 +122,7 @@ def _is_boundary(text: str, sent_start: int, m_start: int, p: int, q: int, r_sta
         return False  # "And here... I am again": an ellipsis runs on into "I"
     if has_quote and nxt.isupper() and (is_ellipsis or "!" in end_text or "?" in end_text
                                         or "-" in end_text or "\u2014" in end_text):
-        if _is_speech_tag(text, q, r_end):
+        if is_speech_tag(text, q, r_end):
             return False
     if end_text == "!" and _in_shout_list(text, sent_start, m_start, q, r_end):
         return False
@@ -186,7 +186,7 @@ def _period_is_abbreviation(text: str, sent_start: int, dot: int, run_start: int
 
 def _line_is_short_title(text: str, dot: int, run_end: int) -> bool:
     """``I. The Period`` at the start of a block: a numbered title, not the pronoun."""
-    m = _LINE_BREAK.search(text, dot, run_end)
+    m = LINE_BREAK.search(text, dot, run_end)
     line_end = m.start() if m else run_end
     rest = text[dot + 1:line_end].strip()
-    return 0 < len(rest.split()) <= _MAX_TITLE_WORDS and rest[-1] not in _TERMINALS
+    return 0 < len(rest.split()) <= MAX_TITLE_WORDS and rest[-1] not in TERMINALS

@@ -81,7 +81,7 @@ _NOT_A_SPEAKER = frozenset(
 )
 
 
-def _is_speech_tag(text: str, q: int, r_end: int) -> bool:
+def is_speech_tag(text: str, q: int, r_end: int) -> bool:
     m = _TAG.match(text, q, min(r_end, q + 80))
     if not m:
         return False

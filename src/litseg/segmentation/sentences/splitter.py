@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from litseg.segmentation.sentences.lines import _block_runs, _blocks
-from litseg.segmentation.sentences.punctuation import _split_run
-from litseg.segmentation.sentences.wordcap import _cap_words
+from litseg.segmentation.sentences.lines import block_runs, blocks
+from litseg.segmentation.sentences.punctuation import split_run
+from litseg.segmentation.sentences.wordcap import cap_words
 
 
 def split_spans(
@@ -24,12 +24,12 @@ def split_spans(
         raise ValueError(f"max_words must be None or an int >= 1, got {max_words!r}")
 
     spans: list[tuple[int, int]] = []
-    for b_start, b_end in _blocks(text, start, end):
-        for r_start, r_end, atomic in _block_runs(text, b_start, b_end):
+    for b_start, b_end in blocks(text, start, end):
+        for r_start, r_end, atomic in block_runs(text, b_start, b_end):
             if atomic:
                 spans.append((r_start, r_end))
             else:
-                _split_run(text, r_start, r_end, spans)
+                split_run(text, r_start, r_end, spans)
     if max_words is not None:
         # n words need at least 2n - 1 characters: shorter spans skip the count altogether
         short = 2 * max_words
@@ -38,7 +38,7 @@ def split_spans(
             if e - s <= short or len(text[s:e].split()) <= max_words:
                 capped.append((s, e))
             else:
-                capped.extend(_cap_words(text, (s, e), max_words))
+                capped.extend(cap_words(text, (s, e), max_words))
         spans = capped
     return spans
 
@@ -72,5 +72,5 @@ def iter_runs(text: str, start: int = 0, end: int | None = None) -> Iterator[tup
     library splitter inside the same structure.
     """
     end = _check_range(text, start, end)
-    for b_start, b_end in _blocks(text, start, end):
-        yield from _block_runs(text, b_start, b_end)
+    for b_start, b_end in blocks(text, start, end):
+        yield from block_runs(text, b_start, b_end)

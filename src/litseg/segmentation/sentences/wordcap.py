@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import re
 
-from litseg.segmentation.sentences.chars import _CLOSERS, _DASHES, _LINE_BREAK
+from litseg.segmentation.sentences.chars import CLOSERS, DASHES, LINE_BREAK
 
 
 _TOKEN = re.compile(r"\S+")
-_INNER_DASH = re.compile(rf"{_DASHES}(?=\w)")
-_STRONG_END = re.compile(rf"(?:[;:]|{_DASHES})[{re.escape(_CLOSERS)}]*$")
-_COMMA_END = re.compile(rf",[{re.escape(_CLOSERS)}]*$")
+_INNER_DASH = re.compile(rf"{DASHES}(?=\w)")
+_STRONG_END = re.compile(rf"(?:[;:]|{DASHES})[{re.escape(CLOSERS)}]*$")
+_COMMA_END = re.compile(rf",[{re.escape(CLOSERS)}]*$")
 
 
-def _cap_words(text: str, span: tuple[int, int], max_words: int) -> list[tuple[int, int]]:
+def cap_words(text: str, span: tuple[int, int], max_words: int) -> list[tuple[int, int]]:
     """Cut an overlong sentence greedily at clause boundaries so no piece exceeds the cap."""
     s, e = span
     tokens = [(m.start(), m.end()) for m in _TOKEN.finditer(text, s, e)]
@@ -36,7 +36,7 @@ def _cap_words(text: str, span: tuple[int, int], max_words: int) -> list[tuple[i
             return 3
         if _COMMA_END.search(piece):
             return 2
-        if j + 1 < len(atoms) and _LINE_BREAK.search(text, a_end, atoms[j + 1][0]):
+        if j + 1 < len(atoms) and LINE_BREAK.search(text, a_end, atoms[j + 1][0]):
             return 2
         return 0
 

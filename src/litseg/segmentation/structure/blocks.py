@@ -6,11 +6,11 @@ import re
 from collections import Counter
 
 from litseg.segmentation.structure.patterns import (
-    _LISTY_HEAD,
-    _LISTY_PAGE,
-    _MARKDOWN,
-    _MD_LINE,
-    _SPEAKER,
+    LISTY_HEAD,
+    LISTY_PAGE,
+    MARKDOWN,
+    MD_LINE,
+    SPEAKER,
 )
 from litseg.segmentation.structure.records import Block
 
@@ -22,7 +22,7 @@ _BLANK_RUN = re.compile(r"(?:\r\n|\r(?!\n)|\n)(?:[^\S\r\n]*(?:\r\n|\r(?!\n)|\n))
 def scan_blocks(text: str, start: int, end: int) -> list[Block]:
     """Split ``text[start:end]`` into blocks. In Markdown texts every ``#`` heading line is a
     block of its own even without blank lines around it."""
-    markdown = len(_MD_LINE.findall(text, start, min(end, start + 200_000))) >= 2
+    markdown = len(MD_LINE.findall(text, start, min(end, start + 200_000))) >= 2
     blocks: list[Block] = []
     pos = start
     blanks = 99  # the start of the range counts as the widest gap
@@ -48,7 +48,7 @@ def _add_blocks(text: str, bs: int, be: int, blanks: int, markdown: bool, out: l
         pos = bs
         piece_start = bs
         for line in raw.splitlines(keepends=True):
-            if _MARKDOWN.match(line.rstrip("\r\n")):
+            if MARKDOWN.match(line.rstrip("\r\n")):
                 if text[piece_start:pos].strip():
                     out.append(_make_block(text, piece_start, pos, blanks, markdown))
                     blanks = 0
@@ -72,9 +72,9 @@ _LISTY_FIRST = frozenset("0123456789IVXLCDMivxlcdmBPASFbpasf")
 def _is_listy(line: str) -> bool:
     # cheap character tests first: most lines of running text fail both
     head = line.lstrip()[:1]
-    if head in _LISTY_FIRST and _LISTY_HEAD.match(line):
+    if head in _LISTY_FIRST and LISTY_HEAD.match(line):
         return True
-    return line.rstrip()[-1:].isdigit() and bool(_LISTY_PAGE.search(line))
+    return line.rstrip()[-1:].isdigit() and bool(LISTY_PAGE.search(line))
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -96,7 +96,7 @@ def _make_block(text: str, bs: int, be: int, blank_before: int, markdown: bool) 
     n_lines = (stripped.count("\n") + stripped.count("\r") - stripped.count("\r\n") + 1) if nl else 1
     n_words = len(stripped.split())
     upper_only = stripped.isupper()
-    md_heading = markdown and n_lines == 1 and bool(_MARKDOWN.match(first))
+    md_heading = markdown and n_lines == 1 and bool(MARKDOWN.match(first))
     # Running text (prose or verse) is mostly lower-case words; contents lists, title pages
     # and cast lists are mostly capitalised. The share is measured on the first few hundred
     # characters: enough to judge, and cheap.
@@ -132,14 +132,14 @@ def wide_gap(blocks: list[Block]) -> int:
     return max(2, usual + 1)
 
 
-def _prose_prefix(blocks: list[Block]) -> list[int]:
+def prose_prefix(blocks: list[Block]) -> list[int]:
     acc = [0]
     for b in blocks:
         acc.append(acc[-1] + (b.n_words if b.prose else 0))
     return acc
 
 
-def _block_at(blocks: list[Block], offset: int) -> int:
+def block_at(blocks: list[Block], offset: int) -> int:
     lo, hi = 0, len(blocks)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -150,11 +150,11 @@ def _block_at(blocks: list[Block], offset: int) -> int:
     return lo
 
 
-def _is_dramatic(blocks: list[Block]) -> bool:
+def is_dramatic(blocks: list[Block]) -> bool:
     """Plays: many paragraphs open with a speaker's name in capitals."""
     cues = total = 0
     for b in blocks[:: max(1, len(blocks) // 2000)]:
         total += 1
-        if _SPEAKER.match(b.first):
+        if SPEAKER.match(b.first):
             cues += 1
     return total > 20 and cues >= 0.2 * total

@@ -9,13 +9,13 @@ from litseg.segmentation.structure.records import Block, Heading, StructuralUnit
 from litseg.segmentation.structure.thresholds import MIN_CONTAINER_PROSE
 
 
-def _paragraphs(blocks: list[Block]) -> list[tuple[int, int, int]]:
+def paragraph_spans(blocks: list[Block]) -> list[tuple[int, int, int]]:
     if any(b.md_heading for b in blocks):
         return []  # Markdown heading lines are blocks of their own without a blank line
     return [(b.start, b.end, b.n_words) for b in blocks]
 
 
-def _attach_children(segments: list[StructuralUnit], heads: list[Heading]) -> None:
+def attach_children(segments: list[StructuralUnit], heads: list[Heading]) -> None:
     heads = sorted(heads, key=lambda h: h.start)
     starts = [h.start for h in heads]
     for seg in segments:
@@ -25,13 +25,13 @@ def _attach_children(segments: list[StructuralUnit], heads: list[Heading]) -> No
             k += 1
 
 
-def _trim_end(text: str, lo: int, end: int) -> int:
+def trim_end(text: str, lo: int, end: int) -> int:
     while end > lo and text[end - 1].isspace():
         end -= 1
     return end
 
 
-def _build_segments(text: str, blocks: list[Block], acc: list[int], boundaries: list[Heading],
+def build_segments(text: str, blocks: list[Block], acc: list[int], boundaries: list[Heading],
                     unit_kind: str, body_end: int, dramatic: bool) -> list[StructuralUnit]:
     rank_unit = KIND_RANK.get(unit_kind, 10 + int(unit_kind[2:]) if unit_kind.startswith("md") else 8)
     if unit_kind == "listed_title":
@@ -42,7 +42,7 @@ def _build_segments(text: str, blocks: list[Block], acc: list[int], boundaries: 
     pending: int | None = None
     for i, h in enumerate(boundaries):
         seg_end = boundaries[i + 1].start if i + 1 < len(boundaries) else body_end
-        seg_end = _trim_end(text, h.start, seg_end)
+        seg_end = trim_end(text, h.start, seg_end)
         next_block = boundaries[i + 1].block if i + 1 < len(boundaries) else len(blocks)
         own_prose = acc[next_block] - acc[h.last_block + 1] + h.rest_words
         title = h.title

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from litseg.segmentation.structure.headings import _clean, _join_title, caps_title_candidates
+from litseg.segmentation.structure.headings import clean, join_title, caps_title_candidates
 from litseg.segmentation.structure.patterns import KIND_RANK
 from litseg.segmentation.structure.realness import filter_sequences, mark_real
 from litseg.segmentation.structure.records import Block, Heading
@@ -19,18 +19,18 @@ from litseg.segmentation.types import NEVER_INDEXED
 
 
 _CHAPTER_LIKE = ("scene", "chapter", "stave", "fit", "letter", "canto", "section")
-_CONTAINERS = ("volume", "part", "book", "act")
+CONTAINERS = ("volume", "part", "book", "act")
 
 
-def _try_caps_titles(text: str, blocks: list[Block], acc: list[int], cands: list[Heading],
+def try_caps_titles(text: str, blocks: list[Block], acc: list[int], cands: list[Heading],
                      choice: tuple[str, list[Heading]] | None):
     """Upper-case titles set apart by wide gaps, when no heading kind was found or only
     containers were (``PART ONE`` over titled chapters): the titles are then the units."""
-    if choice is not None and choice[0] not in _CONTAINERS:
+    if choice is not None and choice[0] not in CONTAINERS:
         return choice, cands
     keep = [replace(h) for h in cands
             if h.family in ("apparatus", "special")
-            or (choice is not None and h.real and h.kind in _CONTAINERS)]
+            or (choice is not None and h.real and h.kind in CONTAINERS)]
     taken = {k for h in keep for k in range(h.block, h.last_block + 1)}
     taken.update(h.block for h in cands if h.kind != "letter")
     caps = caps_title_candidates(text, blocks, taken=taken)
@@ -39,7 +39,7 @@ def _try_caps_titles(text: str, blocks: list[Block], acc: list[int], cands: list
     merged = sorted(keep + caps, key=lambda h: h.block)
     mark_real(merged, blocks, acc)
     filter_sequences(merged)
-    alt = _choose_units(merged, blocks, acc, only="caps_title")
+    alt = choose_units(merged, blocks, acc, only="caps_title")
     if alt is None:
         return choice, cands
     n_caps = sum(h.kind == "caps_title" for h in alt[1])
@@ -48,7 +48,7 @@ def _try_caps_titles(text: str, blocks: list[Block], acc: list[int], cands: list
     return choice, cands
 
 
-def _absorb_leading_headings(cands: list[Heading], boundaries: list[Heading], acc: list[int]) -> None:
+def absorb_leading_headings(cands: list[Heading], boundaries: list[Heading], acc: list[int]) -> None:
     """A heading line that is not a boundary but sits right before one, with no text between
     (``THE WEDDING OF MRS FOX`` / ``FIRST STORY``, ``# INTERMISSION`` / ``### SCENE IV``),
     belongs to the unit that follows, not to the end of the previous one."""
@@ -67,11 +67,11 @@ def _absorb_leading_headings(cands: list[Heading], boundaries: list[Heading], ac
                 break
             b.start = prev.start
             if prev.family == b.family and prev.title and b.title:
-                b.title = _join_title([prev.title, b.title])
+                b.title = join_title([prev.title, b.title])
             k -= 1
 
 
-def _in_sequence(cands: list[Heading], boundaries: list[Heading], unit_kind: str,
+def in_sequence(cands: list[Heading], boundaries: list[Heading], unit_kind: str,
                  acc: list[int]) -> list[Heading]:
     """The boundaries with every apparatus heading that stands where the units' numbers leave a
     gap made a unit: ``INTRODUCTION`` before ``CHAPTER II`` (a novel whose first chapter is
@@ -96,7 +96,7 @@ def _in_sequence(cands: list[Heading], boundaries: list[Heading], unit_kind: str
     return sorted(out, key=lambda h: h.block)
 
 
-def _add_prefix_containers(text: str, blocks: list[Block], cands: list[Heading]) -> None:
+def add_prefix_containers(text: str, blocks: list[Block], cands: list[Heading]) -> None:
     """``Inferno: Canto I`` names its container; a lone ``INFERNO`` line becomes a part heading."""
     prefixes = {h.prefix.lower() for h in cands if h.prefix}
     if not prefixes:
@@ -105,14 +105,14 @@ def _add_prefix_containers(text: str, blocks: list[Block], cands: list[Heading])
     for k, b in enumerate(blocks):
         if k in taken or b.n_lines != 1:
             continue
-        if _clean(b.first).rstrip(".").lower() in prefixes:
+        if clean(b.first).rstrip(".").lower() in prefixes:
             cands.append(Heading(block=k, start=b.start, end=b.end, last_block=k, kind="part",
-                                 family="kw", rank=KIND_RANK["part"], title=_clean(b.first),
+                                 family="kw", rank=KIND_RANK["part"], title=clean(b.first),
                                  bare=True))
     cands.sort(key=lambda h: h.block)
 
 
-def _choose_units(cands: list[Heading], blocks: list[Block], acc: list[int],
+def choose_units(cands: list[Heading], blocks: list[Block], acc: list[int],
                   only: str | None = None) -> tuple[str, list[Heading]] | None:
     real = [h for h in cands if h.real]
     counts = Counter(h.kind for h in real)
@@ -210,7 +210,7 @@ def _boundaries(real: list[Heading], unit_kind: str) -> list[Heading]:
             (h.family == "md" and h.md_level <= level) or h.family == "special")]
     else:
         rank = KIND_RANK[unit_kind]
-        containers = {k for k in _CONTAINERS if KIND_RANK[k] < rank}
+        containers = {k for k in CONTAINERS if KIND_RANK[k] < rank}
         if unit_kind == "numeral_bare":
             containers.add("numeral_titled")
         md_title = _markdown_title(real)

@@ -9,15 +9,15 @@ from collections import Counter
 from dataclasses import dataclass
 
 from litseg.segmentation.structure.headings import (
-    _FOOTNOTE_MARK,
-    _ILLUSTRATION,
-    _clean,
-    _heading_case,
-    _mostly_upper,
+    FOOTNOTE_MARK,
+    ILLUSTRATION,
+    clean,
+    heading_case,
+    mostly_upper,
     apparatus_reason,
 )
 from litseg.segmentation.structure.numbers import ORDINALS, parse_number
-from litseg.segmentation.structure.patterns import _KW_ALT, _LISTY_PAGE
+from litseg.segmentation.structure.patterns import KW_ALT, LISTY_PAGE
 from litseg.segmentation.structure.records import Block, Heading
 from litseg.segmentation.structure.thresholds import LIST_BREAK_WORDS
 from litseg.segmentation.types import NEVER_INDEXED
@@ -39,7 +39,7 @@ class Entry:
     reason: str | None  # apparatus (preface, index, ...) or None
 
 
-_ENTRY_KW_NUM = re.compile(rf"(?:{_KW_ALT})\s+(?P<num>(?:the\s+)?[\w-]+)[.:]?(?=\s|$)\s*", re.I)
+_ENTRY_KW_NUM = re.compile(rf"(?:{KW_ALT})\s+(?P<num>(?:the\s+)?[\w-]+)[.:]?(?=\s|$)\s*", re.I)
 _ENTRY_NUM = re.compile(r"(?P<num>[IVXLCDM]+|[ivxlcdm]+|\d{1,3})[.):]?(?=\s|$)\s*")
 _ENTRY_LEADER = re.compile(r"(?:\s*[.\u00b7\u2026]){3,}.*$")
 _ENTRY_PAGE = re.compile(r"\s+(?:\d{1,4}|[ivxlcdm]{1,6}|_?[Ff]rontispiece_?)\s*$")
@@ -52,9 +52,9 @@ _STOPWORDS = frozenset({"the", "a", "an", "of", "to", "in", "on", "and"})
 _SENTENCE = re.compile(r"[a-z][.!?][\"'\u201d\u2019)]?\s+[\"'\u201c\u2018(]?[A-Z]")
 
 
-def _norm(s: str) -> str:
+def norm(s: str) -> str:
     """Lower case, accents, apostrophes, footnote marks and punctuation dropped."""
-    s = _APOS.sub("", _FOOTNOTE_MARK.sub(" ", s).lower())
+    s = _APOS.sub("", FOOTNOTE_MARK.sub(" ", s).lower())
     if not s.isascii():
         s = "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))
     return " ".join(_NORM_DROP.sub(" ", s).replace("_", " ").split())
@@ -102,14 +102,14 @@ def parse_entry(line: str) -> Entry | None:
     if not body:
         return None
     indent = len(expanded) - len(body)
-    m = _ILLUSTRATION.fullmatch(body)
+    m = ILLUSTRATION.fullmatch(body)
     s = (m.group(1) if m else body).replace("**", "").replace("__", "")
     s = _ENTRY_PAGE.sub("", _ENTRY_LEADER.sub("", s)).strip()
     if not s or s.lower() in ("page", "pages", "contents", "contents:", "[illustration]"):
         return None
     numbered = False
     number = None
-    raw = _norm(_clean(_SPLIT_FIELDS.split(s, maxsplit=1)[0]))
+    raw = norm(clean(_SPLIT_FIELDS.split(s, maxsplit=1)[0]))
     m = _ENTRY_KW_NUM.match(s) or _ENTRY_NUM.match(s)
     if m:
         value = parse_number(m.group("num"))
@@ -117,11 +117,11 @@ def parse_entry(line: str) -> Entry | None:
             numbered = True
             number = value if isinstance(value, int) else None
             s = s[m.end():]
-    title = _clean(_SPLIT_FIELDS.split(s.strip(), maxsplit=1)[0]).strip(" .:;,\u2014\u2013-") if s.strip() else ""
-    key = _norm(title)
+    title = clean(_SPLIT_FIELDS.split(s.strip(), maxsplit=1)[0]).strip(" .:;,\u2014\u2013-") if s.strip() else ""
+    key = norm(title)
     label = numbered and not key
-    main = _norm(_MAIN_CUT.split(title, maxsplit=1)[0]) if title else ""
-    short = _norm(_SHORT_CUT.split(title, maxsplit=1)[0]) if title else ""
+    main = norm(_MAIN_CUT.split(title, maxsplit=1)[0]) if title else ""
+    short = norm(_SHORT_CUT.split(title, maxsplit=1)[0]) if title else ""
     reason = apparatus_reason(title) if title and not label else None
     return Entry(title=title, key=key, main=main or key, short=short or main or key, indent=indent,
                  raw=raw, number=number,
@@ -173,7 +173,7 @@ def parse_contents(text: str, blocks: list[Block], cands: list[Heading],
             seen.update((e.key, e.main, e.short))
         lines_seen += b.n_lines
         j += 1
-    book = _norm(book_title)
+    book = norm(book_title)
     while entries and book and entries[-1].key == book:
         entries.pop()
     _mark_ordinal_labels(entries)
@@ -181,7 +181,7 @@ def parse_contents(text: str, blocks: list[Block], cands: list[Heading],
     return entries, j
 
 
-_ENTRY_OPENS_NUMBERED = re.compile(rf"\s*(?:(?:{_KW_ALT})\s+)?(?:[IVXLCDM]+|[ivxlcdm]+|\d+)[.):]?\s", re.I)
+_ENTRY_OPENS_NUMBERED = re.compile(rf"\s*(?:(?:{KW_ALT})\s+)?(?:[IVXLCDM]+|[ivxlcdm]+|\d+)[.):]?\s", re.I)
 
 
 def _join_wrapped_entries(lines: list[str]) -> list[str]:
@@ -189,7 +189,7 @@ def _join_wrapped_entries(lines: list[str]) -> list[str]:
     that does not open with a number continues the entry above until a page number ends it
     (``III How the Lantern Came Back to the Quay`` / ``in the End   65``). A line that
     introduces sub-entries (``THE THREE VOICES:--``) is not continued."""
-    if len(lines) < 2 or not any(_LISTY_PAGE.search(ln) for ln in lines):
+    if len(lines) < 2 or not any(LISTY_PAGE.search(ln) for ln in lines):
         return lines
     out: list[str] = []
     indent = 0
@@ -204,7 +204,7 @@ def _join_wrapped_entries(lines: list[str]) -> list[str]:
             out.append(ln)
             indent = ind
         tail = out[-1].rstrip()
-        open_entry = bool(tail) and not _LISTY_PAGE.search(tail) and not tail.endswith((":", "\u2014", "-"))
+        open_entry = bool(tail) and not LISTY_PAGE.search(tail) and not tail.endswith((":", "\u2014", "-"))
     return out
 
 
@@ -255,19 +255,19 @@ def align_contents(text: str, blocks: list[Block], entries: list[Entry], from_bl
         b = blocks[bi]
         if b.n_lines > 3 or b.n_words > 24:
             # a title glued to the text under it names its entry word for word
-            if len(b.first) <= 60 and _heading_case(b.first):
-                bk = _norm(_clean(b.first))
+            if len(b.first) <= 60 and heading_case(b.first):
+                bk = norm(clean(b.first))
                 pairs.extend((bi, ei) for ei in sorted(by_key.get(bk, ()), reverse=True))
             continue
         if bi in taken:  # a numbered heading names an entry only word for word ("I AM CONTENT.")
-            pairs.extend((bi, ei) for ei in sorted(by_raw.get(_norm(_clean(b.first)), ()), reverse=True))
+            pairs.extend((bi, ei) for ei in sorted(by_raw.get(norm(clean(b.first)), ()), reverse=True))
             continue
-        keys = {_norm(_clean(b.first))}
+        keys = {norm(clean(b.first))}
         if b.n_lines > 1:
-            keys.add(_norm(" ".join(text[b.start:b.end].split())))
+            keys.add(norm(" ".join(text[b.start:b.end].split())))
         raw = text[b.start:b.end]
         columns = "    " in raw.strip()  # a cast list or table row, not a title: exact matches only
-        caps = not columns and _mostly_upper(raw)
+        caps = not columns and mostly_upper(raw)
         hits: set[int] = set()
         for bk in keys:
             if not bk:

@@ -10,17 +10,17 @@ from litseg.segmentation.structure.blocks import wide_gap
 from litseg.segmentation.structure.numbers import parse_number
 from litseg.segmentation.structure.patterns import (
     KIND_RANK,
-    _APPARATUS,
-    _EMPHASIS,
-    _KEYWORDS,
-    _KW_HEADING,
-    _LETTER,
-    _MARKDOWN,
-    _NUMERAL,
-    _ORDINAL_FIRST,
-    _REASON_WORDS,
-    _SPECIAL,
-    _WORD,
+    APPARATUS,
+    EMPHASIS,
+    KEYWORDS,
+    KW_HEADING,
+    LETTER,
+    MARKDOWN,
+    NUMERAL,
+    ORDINAL_FIRST,
+    REASON_WORDS,
+    SPECIAL,
+    WORD,
 )
 from litseg.segmentation.structure.records import Block, Heading
 
@@ -46,28 +46,28 @@ def _title_ok(title: str | None) -> bool:
 _BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)")
 
 
-def _mostly_upper(s: str) -> bool:
+def mostly_upper(s: str) -> bool:
     """Capitals, allowing a stray lower-case letter (``McWILLIAMSES``) or a bracketed note."""
     s = _BRACKETED.sub("", s)
     letters = [c for c in s if c.isalpha()]
     return len(letters) >= 2 and sum(c.isupper() for c in letters) >= 0.9 * len(letters)
 
 
-def _heading_case(s: str) -> bool:
+def heading_case(s: str) -> bool:
     """Written as a heading: in capitals, or in title case (most words of four letters or more
     capitalised), starting with a capital. ``Notes of the evening were`` is running text."""
-    if _mostly_upper(s):
+    if mostly_upper(s):
         return True
     s = _BRACKETED.sub("", s)  # "Introduction  (one page)"
     first = next((c for c in s if c.isalpha()), "")
     if not first.isupper():
         return False
-    long_words = [w for w in _WORD.findall(s) if len(w) >= 4]
+    long_words = [w for w in WORD.findall(s) if len(w) >= 4]
     return not long_words or sum(w[0].isupper() for w in long_words) >= 0.6 * len(long_words)
 
 
-_ILLUSTRATION = re.compile(r"\[Illustration:\s*[=_*]*(.*?)[=_*]*\s*\]", re.I)
-_FOOTNOTE_MARK = re.compile(r"\[\d{1,3}\]|\{\d{1,3}\}|\(\*\)")
+ILLUSTRATION = re.compile(r"\[Illustration:\s*[=_*]*(.*?)[=_*]*\s*\]", re.I)
+FOOTNOTE_MARK = re.compile(r"\[\d{1,3}\]|\{\d{1,3}\}|\(\*\)")
 
 
 def _special_rest_ok(rest: str | None) -> bool:
@@ -75,39 +75,39 @@ def _special_rest_ok(rest: str | None) -> bool:
     linking phrase into one ("in Heaven", "at the Theatre"); not running text."""
     if _title_ok(rest):
         return True
-    words = _WORD.findall(rest or "")
+    words = WORD.findall(rest or "")
     long_words = [w for w in words if len(w) >= 4]
     return (len(words) <= 6 and bool(long_words)
             and sum(w[0].isupper() for w in long_words) >= 0.5 * len(long_words))
 
 
-def _clean(s: str) -> str:
+def clean(s: str) -> str:
     s = s.strip()
-    m = _ILLUSTRATION.fullmatch(s)
+    m = ILLUSTRATION.fullmatch(s)
     if m:  # "[Illustration: =Prelude at the Theatre=]": a heading printed as a picture caption
         s = m.group(1)
     s = s.replace("**", "").replace("__", "")
-    return " ".join(_EMPHASIS.sub("", s).split())
+    return " ".join(EMPHASIS.sub("", s).split())
 
 
 def apparatus_reason(title: str) -> str | None:
     """The matter reason an apparatus heading names (``"contents"``, ``"preface"``, ...), or
     None when the title is not apparatus."""
-    return _apparatus_reason(_clean(title))
+    return _apparatus_reason(clean(title))
 
 
 def _apparatus_reason(s: str) -> str | None:
-    m = _APPARATUS.fullmatch(s)
+    m = APPARATUS.fullmatch(s)
     if not m or not s[0].isupper() or len(s.split()) > 8 or s.endswith(","):
         return None
     rest = m.group("rest").strip()
     # "INTRODUCTORY: OF MODERN ENGLISH POETRY" is a titled piece, not an introduction
-    if rest.startswith(":") and len(_WORD.findall(rest)) >= 2:
+    if rest.startswith(":") and len(WORD.findall(rest)) >= 2:
         return None
-    if not _heading_case(s):
+    if not heading_case(s):
         return None
     words = m.group(0)[: m.end("ap") - m.start(0)]
-    for pattern, reason in _REASON_WORDS:
+    for pattern, reason in REASON_WORDS:
         if pattern.search(words):
             return reason
     return "front matter"
@@ -129,32 +129,32 @@ def _numeral_title_ok(title: str, dot: bool, gap: str, num: str = "") -> bool:
         return True
     if num == "I":
         return False
-    if title[-1:] in ",;:!?" or (title[-1:] == "." and not _mostly_upper(title)):
+    if title[-1:] in ",;:!?" or (title[-1:] == "." and not mostly_upper(title)):
         return False
-    return _heading_case(title) and len(_WORD.findall(title)) >= 2
+    return heading_case(title) and len(WORD.findall(title)) >= 2
 
 
 def classify_line(line: str) -> tuple[str, str, float, int | None, str, str, bool] | None:
     """Classify one heading line: ``(kind, family, rank, number, title_rest, prefix, bare)`` or
     None. ``title_rest`` is the title text after the number (may be empty)."""
-    s = _clean(line)
+    s = clean(line)
     if not s or len(s) > 120:
         return None
-    m = _KW_HEADING.fullmatch(s)
+    m = KW_HEADING.fullmatch(s)
     if m and _case_ok(m.group("kw")) and _title_ok(m.group("title")):
         value = parse_number(m.group("num"))
         if value is not False:
-            kind = _KEYWORDS[m.group("kw").lower()]
+            kind = KEYWORDS[m.group("kw").lower()]
             prefix = (m.group("prefix") or "").strip()
             return (kind, "kw", KIND_RANK[kind], value, m.group("title") or "", prefix,
                     not m.group("title"))
-    m = _ORDINAL_FIRST.fullmatch(s)
+    m = ORDINAL_FIRST.fullmatch(s)
     if m and _case_ok(m.group("num").split()[-1]) and _title_ok(m.group("title")):
         value = parse_number(m.group("num"))
         if value is not False:
-            kind = _KEYWORDS[m.group("kw").lower()]
+            kind = KEYWORDS[m.group("kw").lower()]
             return kind, "kw", KIND_RANK[kind], value, m.group("title") or "", "", not m.group("title")
-    m = _NUMERAL.fullmatch(s)
+    m = NUMERAL.fullmatch(s)
     if m:
         value = parse_number(m.group("num"))
         title = m.group("title")
@@ -166,7 +166,7 @@ def classify_line(line: str) -> tuple[str, str, float, int | None, str, str, boo
             if _numeral_title_ok(title, bool(m.group("dot")), gap, m.group("num")):
                 return ("numeral_titled", "numeral", KIND_RANK["numeral_titled"], value, title,
                         "", False)
-    m = _SPECIAL.fullmatch(s)
+    m = SPECIAL.fullmatch(s)
     if m and _case_ok(m.group("sp")) and len(s.split()) <= 12 and _special_rest_ok(m.group("rest")):
         word = m.group("sp").lower()
         kind = ("introduction" if word.startswith("introduction")
@@ -175,7 +175,7 @@ def classify_line(line: str) -> tuple[str, str, float, int | None, str, str, boo
         return kind, "special", KIND_RANK["special"], None, rest, "", not rest
     if _apparatus_reason(s) is not None:
         return "apparatus", "apparatus", 99, None, "", "", True
-    if (s[:3] == "TO " and _LETTER.fullmatch(s) and _mostly_upper(s) and len(s.split()) <= 9
+    if (s[:3] == "TO " and LETTER.fullmatch(s) and mostly_upper(s) and len(s.split()) <= 9
             and s[-1:] not in ";:!?"):
         return "letter", "kw", KIND_RANK["letter"], None, s[3:].strip(" .,"), "", False
     return None
@@ -193,10 +193,10 @@ def _title_like(b: Block) -> bool:
         return sum(c.isalpha() for c in b.first) >= 2
     if b.n_lines != 1 or b.n_words > 12:
         return False
-    s = _clean(b.first)
+    s = clean(b.first)
     if not s or not s[0].isupper() or s[-1] in ",;:.!?":
         return False
-    long_words = [w for w in _WORD.findall(s) if len(w) >= 4]
+    long_words = [w for w in WORD.findall(s) if len(w) >= 4]
     return bool(long_words) and sum(w[0].isupper() for w in long_words) >= 0.6 * len(long_words)
 
 
@@ -230,7 +230,7 @@ def _classify_block(text: str, b: Block, i: int, gap: int = 2) -> Heading | None
     if not (head.isupper() or head.isdigit() or head in "#*_[=~"):
         return None  # cheap exit for running text: headings start with a capital or a mark
     if b.md_heading:
-        m = _MARKDOWN.match(line)
+        m = MARKDOWN.match(line)
         if m is None:
             return None
         md_level, line = len(m.group(1)), m.group(2)
@@ -242,16 +242,16 @@ def _classify_block(text: str, b: Block, i: int, gap: int = 2) -> Heading | None
             return None  # a bold name over a speech is a speaker ("**PROLOGUE**"), not a heading
         word = line.split(None, 1)[0] if line else ""
         c = None
-        if word.isupper() and word.lower() in _KEYWORDS and (
+        if word.isupper() and word.lower() in KEYWORDS and (
                 (b.blank_before >= gap and len(line) <= 100)
-                or (b.prose and len(line) <= 60 and _mostly_upper(line))):
+                or (b.prose and len(line) <= 60 and mostly_upper(line))):
             # set apart like a heading, not a summary paragraph; or a whole line in capitals over
             # running text ("LETTER XII. FROM ANNA TO CLARA" over the date and greeting of its
             # letter), not a line of a list of illustrations
             c = classify_line(line)
         if c and c[1] == "kw" and c[3] is not None and not c[6]:
             return Heading(block=i, start=b.start, end=b.first_end, last_block=i, kind=c[0],
-                           family="kw", rank=c[2], number=c[3], title=_clean(line), prefix=c[5],
+                           family="kw", rank=c[2], number=c[3], title=clean(line), prefix=c[5],
                            rest_words=b.n_words - len(b.first.split()))
         if len(b.first) > 40:
             return None
@@ -260,7 +260,7 @@ def _classify_block(text: str, b: Block, i: int, gap: int = 2) -> Heading | None
             return None
         words = len(b.first.split())
         return Heading(block=i, start=b.start, end=b.first_end, last_block=i, kind=c[0],
-                       family=c[1], rank=c[2], number=c[3], title=_clean(line), prefix=c[5],
+                       family=c[1], rank=c[2], number=c[3], title=clean(line), prefix=c[5],
                        bare=True, rest_words=b.n_words - words,
                        reason=apparatus_reason(line) if c[1] == "apparatus" else None)
     if not md_level and b.prose and b.n_words > 30:
@@ -268,7 +268,7 @@ def _classify_block(text: str, b: Block, i: int, gap: int = 2) -> Heading | None
     c = classify_line(line)
     if c is None:
         if md_level:
-            title = _clean(line)
+            title = clean(line)
             return Heading(block=i, start=b.start, end=b.end, last_block=i, kind=f"md{md_level}",
                            family="md", rank=10 + md_level, title=title, md_level=md_level,
                            bare=False)
@@ -278,11 +278,11 @@ def _classify_block(text: str, b: Block, i: int, gap: int = 2) -> Heading | None
         return None
     if family in ("special", "apparatus") and b.n_lines > 2:
         return None
-    title = _clean(line)
+    title = clean(line)
     if b.n_lines > 1:
-        rest = [_clean(ln) for ln in text[b.first_end:b.end].splitlines() if ln.strip()]
+        rest = [clean(ln) for ln in text[b.first_end:b.end].splitlines() if ln.strip()]
         # a title wrapped onto the next line continues it; under a bare "CHAPTER I" it is the title
-        title = _join_title([title, *rest]) if bare else " ".join([title, *rest])
+        title = join_title([title, *rest]) if bare else " ".join([title, *rest])
         bare = False
     return Heading(block=i, start=b.start, end=b.end, last_block=i, kind=kind, family=family,
                    rank=rank, number=number, title=title, prefix=prefix, md_level=md_level,
@@ -309,13 +309,13 @@ def _consume_subtitles(text: str, blocks: list[Block], h: Heading, limit: int = 
         h.end = nb.end
         h.last_block = j
         j += 1
-    h.title = _join_title(pieces)
+    h.title = join_title(pieces)
 
 
-def _join_title(pieces: list[str]) -> str:
+def join_title(pieces: list[str]) -> str:
     out = ""
     for p in pieces:
-        p = _clean(p)
+        p = clean(p)
         if not p:
             continue
         if not out:
@@ -335,11 +335,11 @@ def caps_title_candidates(text: str, blocks: list[Block], min_gap: int | None = 
     out: list[Heading] = []
     for k, b in enumerate(blocks):
         if (b.blank_before >= gap and k not in taken and b.n_lines <= 2 and b.n_words <= 15
-                and (b.upper_only or _mostly_upper(b.first)) and sum(c.isalpha() for c in b.first) >= 2
+                and (b.upper_only or mostly_upper(b.first)) and sum(c.isalpha() for c in b.first) >= 2
                 and (classify_line(b.first) or ("letter",))[0] == "letter"):
             h = Heading(block=k, start=b.start, end=b.end, last_block=k, kind="caps_title",
                         family="caps", rank=KIND_RANK["caps_title"], bare=True,
-                        title=_clean(" ".join(text[b.start:b.end].split())))
+                        title=clean(" ".join(text[b.start:b.end].split())))
             out.append(h)
     # subtitles ("CALLIOPE" / "FATE AND SYMPATHY")
     for h in out:

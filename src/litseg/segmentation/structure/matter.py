@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from litseg.segmentation.structure.headings import _clean, apparatus_reason
-from litseg.segmentation.structure.patterns import _BACK_REASONS, _LIST_REASONS
+from litseg.segmentation.structure.headings import clean, apparatus_reason
+from litseg.segmentation.structure.patterns import BACK_REASONS, LIST_REASONS
 from litseg.segmentation.structure.records import Block, Heading
 from litseg.segmentation.structure.thresholds import LIST_BREAK_WORDS, MIN_NARRATIVE_WORDS
 from litseg.segmentation.types import MatterSpan
@@ -24,10 +24,10 @@ _COLOPHON = re.compile(r"printed\s+(?:by|in|at|for)\b|[\w.,&'\u2019 -]{0,60}\bpr
 _COPYRIGHT = re.compile(r"copyright\b|\(c\)\s*\d{4}|entered\s+according\s+to\s+act", re.I)
 
 
-def _pattern_reason(text: str, b: Block) -> str | None:
+def pattern_reason(text: str, b: Block) -> str | None:
     """Matter recognised by its wording rather than by a heading: a transcriber's note, a
     licence, a printer's colophon, a publisher's catalogue, a copyright notice."""
-    head = _clean(text[b.start:min(b.end, b.start + 300)])
+    head = clean(text[b.start:min(b.end, b.start + 300)])
     if _TRANSCRIBER.match(head):
         return "transcriber's note"
     if _LICENCE.search(head):
@@ -41,7 +41,7 @@ def _pattern_reason(text: str, b: Block) -> str | None:
     return None
 
 
-def _heading_reasons(heads: list[Heading]) -> dict[int, tuple[str, str]]:
+def heading_reasons(heads: list[Heading]) -> dict[int, tuple[str, str]]:
     """Block index -> (reason, title) for every heading that names front or back matter."""
     out: dict[int, tuple[str, str]] = {}
     for h in heads:
@@ -71,11 +71,11 @@ def front_matter(text: str, blocks: list[Block], reasons: dict[int, tuple[str, s
             hr = None  # "EXTRACTS (Supplied by ...)" as a line of the contents list
         if hr is not None:
             cur, title = hr
-            claim = "list" if cur in _LIST_REASONS else "prose"
+            claim = "list" if cur in LIST_REASONS else "prose"
             per.append((cur, title))
             evidence = i
             continue
-        p = _pattern_reason(text, b)
+        p = pattern_reason(text, b)
         if p is not None:
             per.append((p, ""))
             evidence = i
@@ -114,18 +114,18 @@ def back_matter_start(text: str, blocks: list[Block], last_unit: int, start: int
     g = n if start is None else start
     for i in range(last_unit + 1, g):
         b = blocks[i]
-        line = _clean(b.first)
+        line = clean(b.first)
         if (b.n_lines == 1 and b.n_words <= 16 and _END_LINE.fullmatch(line)
                 and all(w[0].isupper() for w in line.split() if w[0].isalpha())):
             if i + 1 < g:
                 g = i + 1  # keep looking: a later END line moves nothing back
             break
     for i in range(last_unit + 1, g):
-        if _LICENCE.match(_clean(blocks[i].first)):
+        if _LICENCE.match(clean(blocks[i].first)):
             g = i
             break
     i = g - 1
-    while i > last_unit and (_pattern_reason(text, blocks[i]) in ("colophon", "adverts", "licence", "transcriber's note")
+    while i > last_unit and (pattern_reason(text, blocks[i]) in ("colophon", "adverts", "licence", "transcriber's note")
                              or _SEPARATOR.fullmatch(blocks[i].first) and blocks[i].n_lines == 1):
         g = i
         i -= 1
@@ -142,7 +142,7 @@ def back_matter(text: str, blocks: list[Block], reasons: dict[int, tuple[str, st
         hr = reasons.get(i)
         # a front-matter word inside the back matter ("INTRODUCTION" to the notes on a canto)
         # heads a part of what is already running
-        if hr is not None and (hr[0] in _BACK_REASONS or cur == "back matter"):
+        if hr is not None and (hr[0] in BACK_REASONS or cur == "back matter"):
             cur, title = hr
             per.append((cur, title))
             continue
@@ -152,7 +152,7 @@ def back_matter(text: str, blocks: list[Block], reasons: dict[int, tuple[str, st
         if blocks[i].n_lines == 1 and _SEPARATOR.fullmatch(blocks[i].first):
             per.append(None)
             continue
-        p = _pattern_reason(text, blocks[i])
+        p = pattern_reason(text, blocks[i])
         if p is not None and p != "title page":
             per.append((p, ""))
             if p in ("adverts", "licence", "transcriber's note"):
@@ -173,7 +173,7 @@ def back_matter(text: str, blocks: list[Block], reasons: dict[int, tuple[str, st
     return spans
 
 
-def _matter_spans(blocks: list[Block], spans: list[tuple[int, int, str, str]], where: str) -> list[MatterSpan]:
+def matter_spans(blocks: list[Block], spans: list[tuple[int, int, str, str]], where: str) -> list[MatterSpan]:
     return [MatterSpan(start=blocks[lo].start, end=blocks[hi - 1].end, reason=reason, title=title,
                        where=where) for lo, hi, reason, title in spans]
 
@@ -182,7 +182,7 @@ _BACK_MATTER = re.compile(r"(?:.*\s)?(?:notes?|appendix|appendices|glossary|inde
                           r"|bibliography|errata|postscript)\b", re.I)
 
 
-def _back_matter_start(cands: list[Heading], boundaries: list[Heading],
+def find_back_matter_start(cands: list[Heading], boundaries: list[Heading],
                        unit_kind: str) -> tuple[int | None, list[Heading]]:
     """Where the back matter begins, and the boundaries that remain before it.
 

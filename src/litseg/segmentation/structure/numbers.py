@@ -40,8 +40,8 @@ def _alternation(words) -> str:
                            reverse=True))
 
 
-_ORD_ALT = _alternation(list(ORDINALS) + list(_LAST_WORDS))
-_NUM_ALT = rf"[IVXLCDMivxlcdm]+|\d{{1,4}}|{_alternation(WORD_NUMBERS)}|{_ORD_ALT}"
+ORD_ALT = _alternation(list(ORDINALS) + list(_LAST_WORDS))
+NUM_ALT = rf"[IVXLCDMivxlcdm]+|\d{{1,4}}|{_alternation(WORD_NUMBERS)}|{ORD_ALT}"
 _ROMAN = re.compile(r"M{0,3}(CM|CD|D?C{0,3})(XC|XL|L?X{0,3})(IX|IV|V?I{0,3})")
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from litseg.segmentation.structure.numbers import _NUM_ALT, _ORD_ALT
+from litseg.segmentation.structure.numbers import NUM_ALT, ORD_ALT
 
 
 # kind, rank: smaller ranks enclose larger ones.
@@ -13,35 +13,35 @@ KIND_RANK: dict[str, float] = {
     "chapter": 4, "stave": 4, "fit": 4, "letter": 4, "canto": 4, "section": 4,
     "scene": 5, "numeral_titled": 6, "numeral_bare": 7, "listed_title": 8, "caps_title": 8,
 }
-_KEYWORDS = {
+KEYWORDS = {
     "chapter": "chapter", "chap.": "chapter", "book": "book", "part": "part", "volume": "volume",
     "vol.": "volume", "act": "act", "scene": "scene", "canto": "canto", "stave": "stave",
     "fit": "fit", "letter": "letter", "section": "section",
 }
-_KW_ALT = r"chapter|chap\.|book|part|volume|vol\.|act|scene|canto|stave|fit|letter|section"
+KW_ALT = r"chapter|chap\.|book|part|volume|vol\.|act|scene|canto|stave|fit|letter|section"
 _SEP_TITLE = r"(?:\s*(?:[.:;,]+|--+|[\u2014\u2013]|\s-\s)\s*|\s+)(?P<title>\S.*?)"
-_KW_HEADING = re.compile(
+KW_HEADING = re.compile(
     rf"(?:(?P<prefix>[^\W\d_][\w'\u2019 ]{{0,30}}?)\s*:\s*)?"
-    rf"(?P<kw>{_KW_ALT})\s+(?P<num>(?:the\s+)?(?:{_NUM_ALT}))(?![\w'\u2019])[.:,;]?"
+    rf"(?P<kw>{KW_ALT})\s+(?P<num>(?:the\s+)?(?:{NUM_ALT}))(?![\w'\u2019])[.:,;]?"
     rf"(?:{_SEP_TITLE})?\s*",
     re.I,
 )
-_ORDINAL_FIRST = re.compile(
-    rf"(?:the\s+)?(?P<num>{_ORD_ALT})\s+(?P<kw>book|part|act|scene|canto|volume|chapter|stave|fit)"
+ORDINAL_FIRST = re.compile(
+    rf"(?:the\s+)?(?P<num>{ORD_ALT})\s+(?P<kw>book|part|act|scene|canto|volume|chapter|stave|fit)"
     rf"(?![\w'\u2019])[.:]?(?:{_SEP_TITLE})?\s*",
     re.I,
 )
 # A numeral, then a title after a period (``I. The Period``), after a wide gap (``I  The Old
 # Pyncheon Family``) or after one space when the title reads as a title (see classify_line).
-_NUMERAL = re.compile(r"(?P<num>[IVXLCDM]+|\d{1,3})(?P<dot>[.)]?)(?:(?P<gap>\s+)(?P<title>\S.*?))?\s*")
-_SPECIAL = re.compile(
+NUMERAL = re.compile(r"(?P<num>[IVXLCDM]+|\d{1,3})(?P<dot>[.)]?)(?:(?P<gap>\s+)(?P<title>\S.*?))?\s*")
+SPECIAL = re.compile(
     r"(?:the\s+)?(?P<sp>prologue|epilogue|prelude|induction|interlude|intermission|conclusion"
     r"|finale|afterword|sequel|l['\u2019]envo[iy]|envo[iy]"
     r"|introduction\s+to\s+(?:the\s+\w+\s+)?(?:canto|book|part)\b"
     r"[^\r\n]{0,30}?)(?![\w'\u2019])(?P<rest>[^\r\n]{0,80}?)\s*",
     re.I,
 )
-_APPARATUS = re.compile(
+APPARATUS = re.compile(
     r"(?:[\w'\u2019.]+\s+){0,3}?(?:the\s+)?"
     r"(?P<ap>contents|table\s+of\s+contents|list\s+of\s+(?:chapters|plates|illustrations)|preface"
     r"|foreword|introduction|introductory|explanatory|dedication|memoir|biographical\s+(?:sketch|note|notice)"
@@ -53,19 +53,19 @@ _APPARATUS = re.compile(
     re.I,
 )
 # ``TO HIS BROTHER MIHAIL.``, ``TO MISS PEABODY``: the recipient heading of a letter.
-_LETTER = re.compile(r"TO\s+(?:THE\s+)?[A-Z][^\r\n]{0,60}")
-_MARKDOWN = re.compile(r"[ \t]{0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_MD_LINE = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+\S", re.M)
-_EMPHASIS = re.compile(r"^[*_~=]+|[*_~=]+$")
+LETTER = re.compile(r"TO\s+(?:THE\s+)?[A-Z][^\r\n]{0,60}")
+MARKDOWN = re.compile(r"[ \t]{0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
+MD_LINE = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+\S", re.M)
+EMPHASIS = re.compile(r"^[*_~=]+|[*_~=]+$")
 # Lines of a contents list: they open with a number or heading keyword, or end in a page number.
-_LISTY_HEAD = re.compile(rf"^[ \t]*(?:(?:[IVXLCDM]+|\d+)[.):]?[ \t]|(?:{_KW_ALT})[ \t])", re.I | re.M)
-_LISTY_PAGE = re.compile(r"(?:[ \t]{2,}|\.[ \t]?\.[ \t]?\.[ \t]*|\u2026[ \t]*)\d+[ \t]*$", re.M)
-_SPEAKER = re.compile(r"^(?:\*\*)?[A-Z][A-Z'\u2019\-]+(?: [A-Z][A-Z'\u2019\-]+){0,3}(?:\*\*)?"
+LISTY_HEAD = re.compile(rf"^[ \t]*(?:(?:[IVXLCDM]+|\d+)[.):]?[ \t]|(?:{KW_ALT})[ \t])", re.I | re.M)
+LISTY_PAGE = re.compile(r"(?:[ \t]{2,}|\.[ \t]?\.[ \t]?\.[ \t]*|\u2026[ \t]*)\d+[ \t]*$", re.M)
+SPEAKER = re.compile(r"^(?:\*\*)?[A-Z][A-Z'\u2019\-]+(?: [A-Z][A-Z'\u2019\-]+){0,3}(?:\*\*)?"
                       r"(?:\s*[(\[].*)?(?:[.:]\s|[.:]?\s*$)")
-_WORD = re.compile(r"[^\W\d_]+")
+WORD = re.compile(r"[^\W\d_]+")
 
 # What an apparatus heading names, and why its text is front or back matter.
-_REASON_WORDS: list[tuple[re.Pattern[str], str]] = [
+REASON_WORDS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"transcriber|redactor|producer['\u2019]?s|preparer|e-?text", re.I), "transcriber's note"),
     (re.compile(r"contents|list\s+of\s+chapters", re.I), "contents"),
     (re.compile(r"illustrations|plates", re.I), "illustrations"),
@@ -83,6 +83,6 @@ _REASON_WORDS: list[tuple[re.Pattern[str], str]] = [
 ]
 # Matter that claims only the list that follows it; the others claim everything up to the next
 # heading (a preface is prose).
-_LIST_REASONS = frozenset({"contents", "illustrations", "cast list"})
+LIST_REASONS = frozenset({"contents", "illustrations", "cast list"})
 # Apparatus that belongs after the story; the rest is front matter.
-_BACK_REASONS = frozenset({"notes", "appendix", "index", "glossary", "adverts", "transcriber's note"})
+BACK_REASONS = frozenset({"notes", "appendix", "index", "glossary", "adverts", "transcriber's note"})

@@ -9,10 +9,10 @@ from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 
-from litseg.segmentation.structure.choice import _CONTAINERS, _choose_units
-from litseg.segmentation.structure.contents import Entry, _norm, align_contents
-from litseg.segmentation.structure.headings import _clean, _join_title, caps_title_candidates
-from litseg.segmentation.structure.patterns import KIND_RANK, _BACK_REASONS
+from litseg.segmentation.structure.choice import CONTAINERS, choose_units
+from litseg.segmentation.structure.contents import Entry, norm, align_contents
+from litseg.segmentation.structure.headings import clean, join_title, caps_title_candidates
+from litseg.segmentation.structure.patterns import KIND_RANK, BACK_REASONS
 from litseg.segmentation.structure.records import Block, Heading
 from litseg.segmentation.structure.thresholds import (
     MIN_LISTED_SHARE,
@@ -64,7 +64,7 @@ def _numbered_works(pairs: list[tuple[int, int]], entries: list[Entry], cands: l
 def _author_names(author: str) -> set[str]:
     """Normalised names in a header's author field ("Charles Dickens and Hallie Erminie Rives")."""
     names = re.split(r"\s*(?:,|;|\band\b|&|\bwith\b|\btranslated by\b|\bedited by\b)\s*", author or "")
-    return {_norm(n) for n in names if len(_norm(n).split()) >= 2}
+    return {norm(n) for n in names if len(norm(n).split()) >= 2}
 
 
 @dataclass(slots=True)
@@ -122,9 +122,9 @@ def find_works(text: str, blocks: list[Block], acc: list[int], cands: list[Headi
         e, b = entries[ei], blocks[bi]
         r = role(e)
         glued = b.n_lines > 3 or b.n_words > 24  # a title on the first line of its text
-        title = _clean(b.first if glued else " ".join(text[b.start:b.end].split()))
-        if e.number is not None and e.title and _norm(e.title) not in _norm(title):
-            title = _join_title([title, e.title])  # "I." headed in the body, titled in the contents
+        title = clean(b.first if glued else " ".join(text[b.start:b.end].split()))
+        if e.number is not None and e.title and norm(e.title) not in norm(title):
+            title = join_title([title, e.title])  # "I." headed in the body, titled in the contents
         h = Heading(block=bi, start=b.start, end=b.first_end if glued else b.end, last_block=bi,
                     kind="listed_group" if r == "group" else "listed_title", family="listed",
                     rank=7.5 if r == "group" else KIND_RANK["listed_title"],
@@ -140,7 +140,7 @@ def find_works(text: str, blocks: list[Block], acc: list[int], cands: list[Headi
     for k, h in enumerate(mains):
         if k < first:
             continue
-        if h.reason in _BACK_REASONS:
+        if h.reason in BACK_REASONS:
             back_block = h.block
             mains = mains[:k]
             break
@@ -163,17 +163,17 @@ def find_works(text: str, blocks: list[Block], acc: list[int], cands: list[Headi
 def _title_keys(title: str) -> set[str]:
     """The book's title from its header, normalised, with and without its subtitle."""
     main = re.split(r"\s*(?:[:;]|,?\s+or,?\s+)\s*", title, maxsplit=1, flags=re.I)[0]
-    return {k for k in (_norm(title), _norm(main)) if k}
+    return {k for k in (norm(title), norm(main)) if k}
 
 
-def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Heading],
+def caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Heading],
                 title: str = "") -> Works | None:
     """Stories of a collection without a contents list: upper-case titles set apart by wide
     gaps, with the numbered headings found starting over under them (a story in parts) and at
     least one story with no numbered part at all - else the titles only group chapters. The
     book's own title line (a title page or half-title over the chapters) names no story."""
-    choice = _choose_units(cands, blocks, acc)
-    if choice is None or choice[0] in _CONTAINERS or choice[0] in ("act", "scene") or choice[0].startswith("md"):
+    choice = choose_units(cands, blocks, acc)
+    if choice is None or choice[0] in CONTAINERS or choice[0] in ("act", "scene") or choice[0].startswith("md"):
         return None
     units = [h for h in choice[1] if h.kind == choice[0]]
     if all(h.number is None for h in units):
@@ -189,7 +189,7 @@ def _caps_works(text: str, blocks: list[Block], acc: list[int], cands: list[Head
             continue
         if any(h.block < a < nxt for a in apparatus):
             continue  # a title page over an introduction or a contents list
-        if _norm(_clean(blocks[h.block].first)) in book_title and any(h.block < u.block < nxt for u in units):
+        if norm(clean(blocks[h.block].first)) in book_title and any(h.block < u.block < nxt for u in units):
             continue  # the book's title over its chapters, not a story holding them
         mains.append(h)
     if len(mains) < 2:
@@ -215,13 +215,13 @@ def _next_block(heads: list[Heading], h: Heading, n: int) -> int:
     return heads[k + 1].block if k + 1 < len(heads) else n
 
 
-def _works_win(works: Works, cands: list[Heading], blocks: list[Block], acc: list[int]) -> bool:
+def works_win(works: Works, cands: list[Heading], blocks: list[Block], acc: list[int]) -> bool:
     """Do the works of the contents list make the top level? Not when a heading kind found
     elsewhere starts before them, nor when its numbers run on across the works (chapters
     numbered through the whole book under part titles): then the titles only group them."""
     taken = {h.block for h in works.mains + works.children}
     rest = [h for h in cands if h.block not in taken]
-    choice = _choose_units(rest, blocks, acc)
+    choice = choose_units(rest, blocks, acc)
     if choice is None:
         return True
     kind, bounds = choice
