@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from litseg.annotation.store import RunDirLocked
+from litseg.errors import SetupError
+from litseg.llm.base import ChatModelError
+
 T = TypeVar("T")
 
 #: Exit code of a run stopped by a known error (1 stays "the run ran, some units or books failed").
@@ -32,10 +36,6 @@ SETUP_EXIT = 2
 
 def known_errors() -> tuple[type[BaseException], ...]:
     from omegaconf.errors import MissingMandatoryValue
-
-    from litseg.errors import SetupError
-    from litseg.llm.base import ChatModelError
-    from litseg.annotation.store import RunDirLocked
 
     return (SetupError, ChatModelError, RunDirLocked, MissingMandatoryValue, FileNotFoundError)
 

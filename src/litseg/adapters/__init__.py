@@ -22,6 +22,7 @@ from litseg.chunkers.build import build_chunker
 from litseg.segmentation.reading import read_document
 from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Chunk, Document, Sentence, Unit
+from litseg.segmentation.preprocess import prepare_document
 
 if TYPE_CHECKING:
     from litseg.adapters.langchain import LitsegTextSplitter
@@ -40,8 +41,6 @@ def text_to_document(text: str, book_id: str = "text", *, preprocess: bool = Tru
     """
     doc = Document(book_id=book_id, text=text)
     if preprocess:
-        from litseg.segmentation.preprocess import prepare_document
-
         return prepare_document(doc, max_words=max_words)
     sentences = [Sentence(i, s, e) for i, (s, e) in enumerate(split_spans(text), start=1)]
     if sentences:

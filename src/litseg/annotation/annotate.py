@@ -35,12 +35,13 @@ from litseg.chunkers.base import Chunker, UnitResult
 from litseg.errors import SetupError
 from litseg.llm.base import stable_json
 from litseg.annotation.sources import BookSource, file_hash
-from litseg.annotation.store import FAILURES, LEDGER, RunStore
+from litseg.annotation.store import ALL_FILES, FAILURES, LEDGER, RunStore
 from litseg.utils.jsonl import iter_jsonl
 from litseg.annotation.totals import CHUNKED, FAILED, SKIPPED, InputOutcomes, RunTotals, UnitCounts
 from litseg.segmentation.reading import EmptyInput
 from litseg.segmentation.types import Document, Unit
 from litseg.utils.task import git_commit
+from litseg.segmentation.preprocess import paragraph_starts
 
 __all__ = ["MAX_LISTED_FAILURES", "SETUP", "SUMMARY", "RunSetupMismatch", "RunTotals", "UnitCounts", "annotate",
            "claim_run_dir", "holds_units", "recorded_setup", "run_setup", "sentence_rows",
@@ -162,8 +163,6 @@ def claim_run_dir(out_dir: Path, setup: dict[str, Any]) -> None:
 def sentence_rows(doc: Document, unit: Unit) -> list[dict[str, Any]]:
     """One row per sentence; ``para`` says whether it opens a paragraph (a prompt cue the
     training-data builder needs without the source text)."""
-    from litseg.segmentation.preprocess import paragraph_starts
-
     paras = paragraph_starts(doc.text, [(s.start, s.end) for s in unit.sentences])
     return [
         {"book_id": doc.book_id, "unit_id": unit.unit_id, "idx": s.idx, "start": s.start, "end": s.end,
@@ -446,8 +445,6 @@ def _per_book(chunker: Chunker, items: list[_Pending]) -> Iterator[UnitResult]:
 
 
 def _clear_run_files(out_dir: Path) -> None:
-    from litseg.annotation.store import ALL_FILES
-
     for name in ALL_FILES:
         (out_dir / name).unlink(missing_ok=True)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from litseg.annotation.annotate import RunSetupMismatch, annotate, run_setup, setup_conflict
+from litseg.annotation.annotate import RunSetupMismatch, SUMMARY, annotate, run_setup, setup_conflict, write_json
 from litseg.annotation.config import AnnotateConfig, ExportSettings, annotate_config_from
 from litseg.annotation.length_reference import active_reference, with_length_hint
 from litseg.annotation.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
@@ -38,6 +38,9 @@ from litseg.chunkers.build import build_chunker_from_config
 from litseg.errors import SetupError
 from litseg.segmentation.types import Document
 from litseg.utils.task import hydra_run_dir, start_task
+from litseg.annotation.export import DEFAULT_SHARD_ROWS, export_runs
+from litseg.segmentation.preprocess import prepare_document
+from litseg.segmentation.reading import iter_input_paths
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +159,6 @@ def _check_setup(settings: AnnotateConfig, chunker: Chunker) -> tuple[WordCap, d
             raise SetupError("input is missing: name the books to segment, e.g. input=path/to/book.txt "
                              "(a file, a directory or a glob)")
         if not is_dataset_spec(settings.input):
-            from litseg.segmentation.reading import iter_input_paths
-
             iter_input_paths(settings.input)  # FileNotFoundError naming what was looked for
     check = getattr(chunker, "check", None)
     if callable(check):
@@ -170,8 +171,6 @@ def _check_setup(settings: AnnotateConfig, chunker: Chunker) -> tuple[WordCap, d
 
 
 def _document_reader(settings: AnnotateConfig, cap: WordCap) -> Callable[[Any], Document]:
-    from litseg.segmentation.preprocess import prepare_document
-
     prep = settings.groups["preprocess"]
     return partial(prepare_document, max_words=cap.max_words, max_sentence_words=int(prep["max_sentence_words"]),
                    keep_front_matter=bool(prep["keep_front_matter"]), index_matter=bool(prep["index_matter"]))
@@ -189,8 +188,6 @@ def _book_inputs(settings: AnnotateConfig, chunker: Chunker, prepare: Callable[[
 
 
 def _export(out: Path, export: ExportSettings) -> dict[str, Any]:
-    from litseg.annotation.export import DEFAULT_SHARD_ROWS, export_runs
-
     manifest = export_runs([out], export.dir, shard_rows=int(export.shard_rows or DEFAULT_SHARD_ROWS),
                            parquet=export.parquet)
     return {"dir": str(Path(export.dir or out / "dataset")), "tables": manifest["tables"]}
@@ -224,8 +221,6 @@ def _run_dir_for(out: Path, setup: dict[str, Any], settings: AnnotateConfig) -> 
 
 
 def _rewrite_summary(out: Path, summary: dict[str, Any]) -> None:
-    from litseg.annotation.annotate import SUMMARY, write_json
-
     write_json(out / SUMMARY, summary)
 
 

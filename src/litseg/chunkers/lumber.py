@@ -42,6 +42,7 @@ from litseg.errors import ModelUnreachable, is_unavailable
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.llm.batching import run_batched
 from litseg.segmentation.types import Document, Unit
+from litseg.chunkers.token import load_tokenizer
 
 GRANULARITIES = ("sentences", "paragraphs")
 ANSWER_KEY = "shift_at"
@@ -168,8 +169,6 @@ class LumberChunker(Chunker):
             if self.budget_tokenizer == "llm":
                 self._counter, self._counter_name = self.llm.count_tokens, f"llm:{self.llm.name}"
             else:
-                from litseg.chunkers.token import load_tokenizer
-
                 tokenizer = load_tokenizer(self.budget_tokenizer)
                 self._counter = lambda t: len(tokenizer.offsets(t))
                 self._counter_name = tokenizer.name

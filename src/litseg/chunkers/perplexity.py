@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Unit
+from litseg.llm.scoring import CausalLMScorer
 
 BOUNDARIES = ("after", "before")
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
@@ -169,8 +170,6 @@ class PerplexityChunker(Chunker):
 
 def load_scorer(model: str | None, gguf_file: str | None, dtype: str, device: str,
                 num_threads: int | None, model_id: str | None) -> Any:
-    from litseg.llm.scoring import CausalLMScorer
-
     return CausalLMScorer.load(model, gguf_file=gguf_file, dtype=dtype, device=device,
                                num_threads=num_threads, model_id=model_id)
 

@@ -30,6 +30,7 @@ import numpy as np
 from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
+from litseg.embeddings import load_embedder
 
 
 class SentenceEmbedder(Protocol):
@@ -122,8 +123,6 @@ class SemanticChunker(Chunker):
         self.buffer_size = buffer_size
         self.breakpoint_percentile = float(breakpoint_percentile)
         if embedder is None:
-            from litseg.embeddings import load_embedder
-
             embedder = load_embedder(model, batch_size=batch_size)
         self.embedder = embedder
         self.max_chunk_tokens = resolve_cap(max_chunk_tokens, embedder)

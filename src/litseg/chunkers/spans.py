@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Unit
+from litseg.segmentation.reconstruct import build_chunk
 
 _WORD = re.compile(r"\S+")
 
@@ -58,8 +59,6 @@ def chunks_from_spans(
     metadata: Sequence[dict[str, Any]] | None = None,
 ) -> list[Chunk]:
     """One chunk per document span, numbered in order; ``metadata[i]`` is merged into chunk i."""
-    from litseg.segmentation.reconstruct import build_chunk
-
     chunks: list[Chunk] = []
     for no, (s, e) in enumerate(spans, start=1):
         from_idx, to_idx = overlapping_sentences(unit, s, e)

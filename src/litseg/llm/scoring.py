@@ -25,6 +25,8 @@ from typing import Any
 
 from litseg.llm.base import ChatModelError
 from litseg.segmentation.types import NamedTokenizer
+from litseg.llm.embedded import build_embedded_chat_model
+from litseg.llm.transformers_backend import TransformersChatModel
 
 
 @dataclass(slots=True)
@@ -63,11 +65,7 @@ class CausalLMScorer:
         (dtype, device, num_threads, model_id, ...); nothing is loaded before the first score."""
         settings = {k: v for k, v in settings.items() if v is not None}
         if model is None:
-            from litseg.llm.embedded import build_embedded_chat_model
-
             return cls(build_embedded_chat_model(**settings))
-        from litseg.llm.transformers_backend import TransformersChatModel
-
         return cls(TransformersChatModel(str(model), **settings))
 
     # ------------------------------------------------------------------ model access

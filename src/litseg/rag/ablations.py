@@ -29,8 +29,9 @@ from typing import Any
 
 from litseg.llm.adapter_config import inference_llm_config
 from litseg.llm.local_models import local_model_path
-from litseg.rag.config import DEFAULT_CONF_DIR, method_config
+from litseg.rag.config import DEFAULT_CONF_DIR, logger_settings, method_config
 from litseg.utils.config import ConfigError
+from litseg.rag.report import fmt, markdown_table, pct
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +173,6 @@ def ablation_rows(runs: Sequence[StudentRun], result: Any) -> list[dict[str, Any
 
 
 def ablation_markdown(rows: Sequence[Mapping[str, Any]], result: Any) -> str:
-    from litseg.rag.report import fmt, pct, markdown_table
-
     s = result.settings
     mrr = f"mrr@{s.mrr_k}"
     gen = [k for k in ("em", "f1", "rougeL", "meteor", "answer_accuracy") if any(k in r for r in rows)]
@@ -219,8 +218,6 @@ def write_ablation_table(runs: Sequence[StudentRun], result: Any, out_dir: Path,
     (out_dir / "ablations.json").write_text(json.dumps({"suite": result.suite, "rows": rows}, indent=2,
                                                        default=str) + "\n", encoding="utf-8")
     files = {"ablations_markdown": out_dir / "ablations.md", "ablations_json": out_dir / "ablations.json"}
-    from litseg.rag.config import logger_settings
-
     logger = logger_settings(logger_cfg)
     if logger is not None and logger.backend == "wandb":
         log_ablations_to_wandb(rows, logger, out_dir)

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from litseg.utils.config import from_dict, to_plain
+
 TEXT_FIELDS = ("text", "main_text")
 
 
@@ -71,8 +73,6 @@ class ContextBudget:
     def from_config(cls, cfg: Mapping[str, Any] | None) -> "ContextBudget":
         """From the ``answer_context`` section (a typed one, or a mapping: missing keys take the
         defaults above, which equal ``conf/evaluate.yaml``)."""
-        from litseg.utils.config import from_dict, to_plain
-
         c = to_plain(cfg) or {}
         if not isinstance(c, Mapping):
             c = {"budget_chars": c.budget_chars, "text": c.text, "max_chunks": c.max_chunks}

@@ -23,6 +23,9 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from litseg.chunkers.base import UnitResult
+from litseg.chunkers.merge import merge_unit_result
+
 if TYPE_CHECKING:
     from litseg.rag.benchmarks.records import Benchmark
     from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet
@@ -81,9 +84,6 @@ def merge_chunkset(label: str, base: "ChunkSet", docs: Mapping[str, "Document"],
     """``base``'s chunks merged per unit towards ``merge['target']`` (rule of
     :mod:`litseg.chunkers.merge`); the chunk set keeps the base's other fields (failures,
     warnings and whatever else it records) and its chunking time plus the merge's."""
-    from litseg.chunkers.base import UnitResult
-    from litseg.chunkers.merge import merge_unit_result
-
     opts = dict(merge)
     unknown = set(opts) - {"target", "measure"}
     if unknown:

@@ -40,6 +40,9 @@ from typing import Any
 
 from litseg.rag.rows import count_of, text_of
 from litseg.rag.human_eval import SHEET_SCRIPT, cohen_kappas, fleiss_kappa, read_key
+from litseg.rag.evaluation.run import load_suite
+from litseg.rag.report import safe_name
+from litseg.rag.stats import bootstrap_ci
 
 JUDGEMENTS = ("1", "2", "tie")
 _SIDE_ALIASES = {"1": "1", "a": "1", "first": "1", "answer 1": "1", "2": "2", "b": "2", "second": "2",
@@ -133,8 +136,6 @@ def load_run_answers(run_dir: str | Path) -> dict[str, dict[str, dict[str, Any]]
     labels: dict[str, str] = {}
     results = run / "results.json"
     if results.is_file():
-        from litseg.rag.report import safe_name
-
         for r in json.loads(results.read_text(encoding="utf-8")).get("results", []):
             labels[safe_name(str(r.get("label")))] = str(r.get("label"))
     out: dict[str, dict[str, dict[str, Any]]] = {}
@@ -353,8 +354,6 @@ def _canon(header: str) -> str:
 
 # ------------------------------------------------------------------------------------ analysis
 def _rates(df: Any, *, n_resamples: int, seed: int) -> dict[str, Any]:
-    from litseg.rag.stats import bootstrap_ci
-
     per_item: dict[str, list[str]] = defaultdict(list)
     for iid, j in zip(df["item_id"], df["judgement"]):
         per_item[str(iid)].append(str(j))
@@ -420,8 +419,6 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------- CLI
 def _benchmark_of_run(run_dir: Path) -> Any:
     from omegaconf import OmegaConf
-
-    from litseg.rag.evaluation.run import load_suite
 
     cfg_file = run_dir / "config.yaml"
     if not cfg_file.is_file():

@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from litseg.embeddings import load_embedder
+from litseg.rag.config import BM25Config, EmbedderConfig
+from litseg.utils.config import ConfigError, from_dict
+
 if TYPE_CHECKING:
     from litseg.rag.config import BM25Config, EmbedderConfig
     from litseg.rag.stores import VectorStore
@@ -185,9 +189,6 @@ def build_dense_encoder(cfg: "EmbedderConfig | Mapping[str, Any]") -> DenseEncod
     """From the ``retrieval.embedder`` config: ``model`` (``default`` = packaged MiniLM, a
     sentence-transformers directory, or ``hashing`` / ``hashing-<dim>``), ``query_prefix``,
     ``passage_prefix``, ``batch_size``, ``device`` (a mapping takes the YAML's defaults)."""
-    from litseg.rag.config import EmbedderConfig
-    from litseg.utils.config import ConfigError, from_dict
-
     if not isinstance(cfg, EmbedderConfig):
         cfg = from_dict(EmbedderConfig, cfg, "retrieval.embedder")
     model: TextEmbedder
@@ -195,8 +196,6 @@ def build_dense_encoder(cfg: "EmbedderConfig | Mapping[str, Any]") -> DenseEncod
         dim = int(cfg.model.split("-", 1)[1]) if "-" in cfg.model else cfg.dimension
         model = HashingEmbedder(dim) if dim else HashingEmbedder()
     else:
-        from litseg.embeddings import load_embedder
-
         try:
             model = load_embedder(None if cfg.model == "default" else cfg.model, device=cfg.device,
                                   batch_size=cfg.batch_size)
@@ -318,9 +317,6 @@ def _load_stemmer(name: str | None) -> Any:
 
 def build_bm25_encoder(cfg: "BM25Config | Mapping[str, Any]") -> BM25Encoder:
     """From the ``retrieval.bm25`` config (a mapping takes the YAML's defaults)."""
-    from litseg.rag.config import BM25Config
-    from litseg.utils.config import from_dict
-
     if not isinstance(cfg, BM25Config):
         cfg = from_dict(BM25Config, cfg, "retrieval.bm25")
     return BM25Encoder(k1=cfg.k1, b=cfg.b, method=cfg.method, stopwords=cfg.stopwords, stemmer=cfg.stemmer,

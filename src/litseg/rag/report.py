@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 from litseg.rag.rows import count_of
 from litseg.rag.stats import few_books_warning
+from litseg.rag.config import logger_settings, report_settings
 
 log = logging.getLogger(__name__)
 
@@ -367,8 +368,6 @@ def write_report(result: "EvaluationResult", out_dir: Path, report_cfg: Any = No
                  logger_cfg: Any = None, config: Mapping[str, Any] | None = None
                  ) -> dict[str, Path]:
     """Write every output of a run into ``out_dir``; returns the files by kind."""
-    from litseg.rag.config import logger_settings, report_settings
-
     rc = report_settings(report_cfg)
     logger = logger_settings(logger_cfg)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.rag.replies import MISSING, json_field
 from litseg.rag.retrieve import Retrieved
+from litseg.rag.config import RerankConfig
+from litseg.utils.config import from_dict
 
 if TYPE_CHECKING:
     from litseg.rag.config import RerankConfig
@@ -182,9 +184,6 @@ def build_reranker(cfg: "RerankConfig | Mapping[str, Any] | None", *, llm_factor
     shown); a mapping takes the YAML's defaults. ``llm_factory()`` builds the model for
     ``kind: llm`` (the judge model) and ``prompt`` is the reranker prompt
     (``conf/prompt/rag_rerank.yaml``; default: ``cfg.prompt``)."""
-    from litseg.rag.config import RerankConfig
-    from litseg.utils.config import from_dict
-
     if not isinstance(cfg, RerankConfig):
         cfg = from_dict(RerankConfig, cfg, "retrieval.rerank")
     prompt = prompt if prompt is not None else cfg.prompt

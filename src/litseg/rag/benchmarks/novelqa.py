@@ -26,6 +26,7 @@ from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Qu
 from litseg.utils.tables import read_table
 from litseg.rag.evidence import TextMatcher
 from litseg.rag.rows import text_of
+from litseg.segmentation.reading import read_document
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,6 @@ def _selected_books(known: set[str], books: Sequence[str] | None, source: Path) 
 
 def _read_books(rows: Iterable[Mapping[str, Any]], root: Path) -> list[BenchmarkBook]:
     """Each book once, read by the project's reader, in the order of the questions."""
-    from litseg.segmentation.reading import read_document
-
     files: dict[str, str] = {}
     for r in rows:
         bid, rel = text_of(r, "book_id"), text_of(r, "file")

@@ -8,12 +8,11 @@ from typing import Any
 
 from litseg.rag.results import (GENERATION_NAMES, JUDGE_NAMES, ChunkerResult, EvalSettings,
                                            retrieval_metric_names)
+from litseg.rag.stats import bootstrap_ci, paired_comparison
 
 
 def summarize_rows(rows: Sequence[Mapping[str, Any]], settings: EvalSettings) -> dict[str, Any]:
     """Means with book-level bootstrap intervals of every per-question metric present."""
-    from litseg.rag.stats import bootstrap_ci
-
     out: dict[str, Any] = {"n_questions": len(rows), "metrics": {}}
     gold = [r for r in rows if r.get("has_gold")]
     out["n_with_gold"] = len(gold)
@@ -38,8 +37,6 @@ def pairwise_table(results: Sequence[ChunkerResult], metrics: Sequence[str], set
                    ) -> list[dict[str, Any]]:
     """Every ordered pair (A listed before B) on every metric both have per question: mean
     difference with a book-level bootstrap interval and a book-level permutation p-value."""
-    from litseg.rag.stats import paired_comparison
-
     out = []
     for i, a in enumerate(results):
         for b in results[i + 1:]:

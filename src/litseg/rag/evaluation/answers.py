@@ -11,17 +11,15 @@ from litseg.rag.benchmarks.records import Benchmark
 from litseg.rag.evaluation.components import Components
 from litseg.rag.results import EvalSettings
 from litseg.segmentation.types import Chunk
+from litseg.rag.context_budget import ContextBudget, summarize_packs
+from litseg.rag.generate import AnswerInput
+from litseg.rag.judge import summarize
+from litseg.rag.metrics import GENERATION_METRICS
 
 
 def generate_and_judge(rows: list[dict[str, Any]], rankings: Mapping[str, list[Any]], chunks: Sequence[Chunk],
                        bench: Benchmark, comp: Components, settings: EvalSettings, qids: set[str]
                        ) -> dict[str, Any]:
-    from litseg.rag.generate import AnswerInput
-    from litseg.rag.judge import summarize
-    from litseg.rag.metrics import GENERATION_METRICS
-
-    from litseg.rag.context_budget import ContextBudget, summarize_packs
-
     titles: defaultdict[str, str] = defaultdict(str, {b.book_id: b.title for b in bench.books})
     chosen = [r for r in rows if r["qid"] in qids]
     # One character budget for every chunker; generator and judge read the same passages.

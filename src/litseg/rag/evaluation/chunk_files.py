@@ -13,6 +13,7 @@ from litseg.rag.rows import text_of
 from litseg.rag.benchmarks.records import Benchmark
 from litseg.rag.chunk_sets import ChunkSet, count_unit_fallbacks
 from litseg.segmentation.types import Chunk, Document
+from litseg.utils.jsonl import read_jsonl
 
 
 def _text_sha(text: str) -> str:
@@ -29,8 +30,6 @@ def load_chunkset(label: str, path: str | Path, bench: Benchmark, docs: Mapping[
     are checked against the benchmark text, and ``main_text``, when given, must equal the text
     at the spans: chunks of another edition of a book are refused with the first mismatch.
     """
-    from litseg.utils.jsonl import read_jsonl
-
     p = Path(path)
     if p.is_dir():
         chunk_file = p / "chunks.jsonl"
@@ -83,8 +82,6 @@ def load_chunkset(label: str, path: str | Path, bench: Benchmark, docs: Mapping[
 
 def _book_mapping(p: Path, bench: Benchmark, docs: Mapping[str, Document]) -> dict[str, str]:
     """Source book id -> benchmark book id, from the run folder's documents.jsonl."""
-    from litseg.utils.jsonl import read_jsonl
-
     docs_file = p / "documents.jsonl" if p.is_dir() else p.with_name("documents.jsonl")
     if not docs_file.is_file():
         return {}

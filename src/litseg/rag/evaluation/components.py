@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from litseg.rag.config import EvaluateConfig, evaluate_config
-from litseg.rag.stores import VectorStore
+from litseg.rag.stores import VectorStore, build_store
 
 
 @dataclass(slots=True)
@@ -31,14 +31,6 @@ class Components:
 def build_components(cfg: EvaluateConfig | Mapping[str, Any], suite: Any = None) -> Components:
     """The run's shared components from its config (a typed one, or a mapping completed from
     conf/evaluate.yaml). ``suite`` is kept for callers that pass it; the config's suite is used."""
-    from litseg.rag.context_budget import ContextBudget
-    from litseg.rag.generate import AnswerGenerator
-    from litseg.rag.index import build_dense_encoder
-    from litseg.rag.judge import RagJudge
-    from litseg.rag.rerank import build_reranker
-    from litseg.rag.retrieve import RetrievalSettings
-    from litseg.rag.stores import build_store
-
     c = cfg if isinstance(cfg, EvaluateConfig) else evaluate_config(cfg)
     r = c.retrieval
     settings = RetrievalSettings.from_config(r)
@@ -67,8 +59,6 @@ def _llm_cache() -> Any:
     built: dict[str, Any] = {}
 
     def llm_of(section: Any) -> Any:
-        from litseg.llm.factory import build_llm
-
         if not section.llm:
             raise ValueError("an llm config is needed here (llm@generation.llm=... / llm@judge.llm=...)")
         key = json.dumps(section.llm, sort_keys=True, default=str)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.rag.benchmarks import resolve_path  # noqa: F401 - re-exported for callers of the old place
+from litseg.rag.benchmarks import load_benchmark_from_args
 from litseg.rag.config import DEFAULT_CONF_DIR, REPO_ROOT, EvaluateConfig, SuiteConfig, complete_config, evaluate_config
 from litseg.rag.benchmarks.records import Benchmark, Question
 from litseg.rag.evaluation.aggregate import pairwise_table
@@ -21,7 +21,7 @@ from litseg.rag.evaluation.scoring import evaluate_chunkset, questions_with_text
 from litseg.rag.evaluation.sources import build_chunkset, prepare_books, resolve_chunkers
 from litseg.rag.stats import few_books_warning
 from litseg.segmentation.types import Document
-from litseg.utils.config import from_dict
+from litseg.utils.config import from_dict, to_plain
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,6 @@ def load_suite(suite: SuiteConfig | Mapping[str, Any], base_dirs: Sequence[Path]
     """The suite's benchmark: the registered loader ``suite.loader`` called with ``suite.args``
     (the loader says which of its arguments are paths: those are resolved against ``base_dirs``
     and must exist), then ``max_books`` applied."""
-    from litseg.rag.benchmarks import load_benchmark_from_args
-
     if not isinstance(suite, SuiteConfig):
         suite = from_dict(SuiteConfig, suite, "suite")
     if not suite.loader:
@@ -113,8 +111,6 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
 def _evaluate_specs(specs: Sequence[Any], bench: Benchmark, docs: Mapping[str, Document],
                     questions: Sequence[Question], comp: Components, settings: EvalSettings, gen_qids: set[str],
                     groups: Mapping[str, Any]) -> list[ChunkerResult]:
-    from litseg.rag.derived_chunks import ChunkSetBuilder
-
     chunk_sets = ChunkSetBuilder(build_chunkset)  # a `+merge` row reuses its base row's chunks
     results: list[ChunkerResult] = []
     for spec in specs:
@@ -129,12 +125,8 @@ def _evaluate_specs(specs: Sequence[Any], bench: Benchmark, docs: Mapping[str, D
 def _write(result: EvaluationResult, students: Any, c: EvaluateConfig, out_dir: Path) -> None:
     from dataclasses import asdict
 
-    from litseg.rag.report import write_report
-
     write_report(result, out_dir, c.report, logger_cfg=c.logger, config=asdict(c))
     if students is not None:
-        from litseg.rag.ablations import write_ablation_table
-
         write_ablation_table(students, result, out_dir, logger_cfg=c.logger)
 
 
@@ -145,8 +137,6 @@ def with_student_chunkers(c: EvaluateConfig, conf_dir: Path = DEFAULT_CONF_DIR) 
     chunkers = c.chunkers
     if not c.students:
         return None, chunkers
-    from litseg.rag.ablations import find_student_runs, student_chunkers
-
     runs = find_student_runs(c.students)
     entries = student_chunkers(runs, method=c.student.method, backend=c.student.backend, llm=c.student.llm,
                                conf_dir=conf_dir)
@@ -182,9 +172,6 @@ def export_texts(bench: Benchmark, out_dir: Path) -> list[Path]:
 def run_from_hydra(cfg: Any, out_dir: Path | None = None) -> float:
     """What ``evaluate.py`` runs: the evaluation (or the text export) in the task shell, a printed
     summary, and the objective for sweepers (NaN, with a warning, when the run did not produce it)."""
-    from litseg.rag.report import main_table, markdown_table
-    from litseg.utils.task import start_task
-
     if cfg.get("export_texts"):
         return float(_export(cfg))
     task = start_task("evaluate", cfg, out_dir, fallback="outputs/evaluate")
@@ -204,8 +191,6 @@ def run_from_hydra(cfg: Any, out_dir: Path | None = None) -> float:
 
 
 def _export(cfg: Any) -> int:
-    from litseg.utils.config import to_plain
-
     bench = load_suite(to_plain(cfg.suite))
     paths = export_texts(bench, Path(str(cfg.export_texts)))
     print(f"wrote {len(paths)} book texts of {bench.name} to {cfg.export_texts}; chunk them with\n"

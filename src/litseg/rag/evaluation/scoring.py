@@ -15,6 +15,17 @@ from litseg.rag.evaluation.components import Components
 from litseg.rag.results import ChunkerResult, EvalSettings
 from litseg.rag.chunk_sets import ChunkSet, fallback_summary
 from litseg.segmentation.types import Chunk, Document
+from litseg.rag.evidence import chunk_is_relevant, evidence_recovered_chars, normalize_for_match
+from litseg.rag.index import BM25Encoder, ChunkIndex, IndexedChunk, build_bm25_encoder
+from litseg.rag.metrics import (
+    chunk_statistics,
+    question_retrieval_scores,
+    random_hit_at_k,
+    random_mrr,
+    segment_quality,
+)
+from litseg.rag.retrieve import HybridRetriever
+from litseg.rag.stores import collection_name
 
 Span = tuple[int, int]
 
@@ -33,16 +44,12 @@ class _Relevance:
         self._norm: dict[int, str] = {}
 
     def normalized(self, pos: int) -> str:
-        from litseg.rag.evidence import normalize_for_match
-
         if pos not in self._norm:
             c = self.chunks[pos]
             self._norm[pos] = normalize_for_match(getattr(c, self.settings.string_field) or c.main_text)
         return self._norm[pos]
 
     def judge(self, q: Question, positions: Iterable[int]) -> dict[int, bool]:
-        from litseg.rag.evidence import chunk_is_relevant, normalize_for_match
-
         spans = [e.span for e in q.evidence if e.kind == "span" and e.span is not None]
         needles = [normalize_for_match(e.text) for e in q.evidence if e.kind == "string" and e.text]
         needles = [n for n in needles if n]
@@ -66,10 +73,6 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
                       comp: Components, settings: EvalSettings, *, generation_qids: set[str] | None = None,
                       collection: str | None = None) -> ChunkerResult:
     """Index one chunk set, answer ``questions`` with it and score everything."""
-    from litseg.rag.index import BM25Encoder, ChunkIndex, IndexedChunk, build_bm25_encoder
-    from litseg.rag.metrics import chunk_statistics
-    from litseg.rag.stores import collection_name
-
     timings: dict[str, float] = {"chunking": cs.seconds}
     chunks = sorted(cs.chunks, key=lambda c: (c.book_id, c.start, c.end))
     book_positions: dict[str, list[int]] = defaultdict(list)
@@ -127,9 +130,6 @@ def _query_and_score(cs: ChunkSet, bench: Benchmark, chunks: list[Chunk], passag
                      ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """After ``index.build``: retrieval (+ rerank) for every question whose book has chunks, the
     per-question rows with their scores, then generation and judging on the sample."""
-    from litseg.rag.metrics import question_retrieval_scores, random_hit_at_k, random_mrr
-    from litseg.rag.retrieve import HybridRetriever
-
     timings["index"] = time.perf_counter() - index_started
     timings.update({f"index_{k}": v for k, v in index.seconds.items()})
 
@@ -212,8 +212,6 @@ class _IndexView:
 
 
 def _recovered(ranked_spans: list[list[Span]], gold: list[Span], budget: int) -> float | None:
-    from litseg.rag.evidence import evidence_recovered_chars
-
     if not gold:
         return None
     return evidence_recovered_chars(ranked_spans, gold, budget)
@@ -223,8 +221,6 @@ def segment_quality_of(chunks: Sequence[Chunk], docs: Mapping[str, Document], de
                        progress: bool = False) -> dict[str, Any]:
     """Boundary measures of a chunk set: boundaries are the starts of chunks within a unit
     (except the first); sentence spans come from the prepared books."""
-    from litseg.rag.metrics import segment_quality
-
     by_unit: dict[tuple[str, str], list[Span]] = defaultdict(list)
     for c in chunks:
         by_unit[(c.book_id, c.unit_id)].append((c.start, c.end))

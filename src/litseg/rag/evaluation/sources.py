@@ -16,6 +16,12 @@ from litseg.rag.config import DEFAULT_CONF_DIR, method_config
 from litseg.rag.benchmarks.records import Benchmark
 from litseg.segmentation.types import Chunk, Document
 from litseg.utils.config import ConfigError, to_plain
+from litseg.chunkers.build import build_chunker_from_config
+from litseg.chunkers.spans import overlapping_sentences
+from litseg.rag.derived_chunks import expand_derived
+from litseg.rag.evaluation.chunk_files import load_chunkset
+from litseg.segmentation.preprocess import prepare_document
+from litseg.segmentation.reconstruct import chunk_id
 
 
 SECTIONS_METHOD = "benchmark_sections"
@@ -36,8 +42,6 @@ def resolve_chunkers(chunkers: Any, chunk_files: Sequence[Any] = (), conf_dir: P
     if node is None:
         node = []
     if isinstance(node, Mapping):
-        from litseg.rag.derived_chunks import expand_derived
-
         items = [(str(k), v) for k, v in expand_derived(node).items()]
     elif isinstance(node, (list, tuple)):
         items = [(None, v) for v in node]
@@ -104,8 +108,6 @@ def prepare_books(bench: Benchmark, *, max_words: int = 2000, max_sentence_words
     questions cannot retrieve."""
     from tqdm.auto import tqdm
 
-    from litseg.segmentation.preprocess import prepare_document
-
     docs: dict[str, Document] = {}
     for book in tqdm(bench.books, desc="prepare books", unit="book", disable=not progress, dynamic_ncols=True):
         if not book.has_text:
@@ -143,9 +145,6 @@ def chunk_books(label: str, chunker: Any, docs: Mapping[str, Document], progress
 def sections_chunkset(label: str, bench: Benchmark, docs: Mapping[str, Document]) -> ChunkSet:
     """The benchmark's own units (FairytaleQA sections, GutenQA paragraphs) as chunks: the
     reference granularity the gold evidence was written against."""
-    from litseg.chunkers.spans import overlapping_sentences
-    from litseg.segmentation.reconstruct import chunk_id
-
     chunks: list[Chunk] = []
     missing = []
     for book in bench.books:
@@ -181,14 +180,10 @@ def build_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, Docum
     """Produce the chunks of one spec. ``groups`` are the config groups a chunker may need
     (``llm``, ``prompt``, ``feedback``)."""
     if spec.kind == "file":
-        from litseg.rag.evaluation.chunk_files import load_chunkset
-
         assert spec.path is not None
         return load_chunkset(spec.label, spec.path, bench, docs)
     if spec.kind == "sections":
         return sections_chunkset(spec.label, bench, docs)
-    from litseg.chunkers.build import build_chunker_from_config
-
     # A chunker entry may bring its own model and prompt (e.g. the shipped student beside the
     # untrained model in one table); otherwise it reads the run's llm / prompt / feedback groups.
     method = dict(spec.method)

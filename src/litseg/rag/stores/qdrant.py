@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from litseg.rag.stores import STORES, collection_name  # noqa: F401 - re-exported
+from litseg.rag.config import StoreConfig
+from litseg.utils.config import from_dict
 
 if TYPE_CHECKING:
     from litseg.rag.config import StoreConfig
@@ -72,9 +74,6 @@ class QdrantStore:
     def from_config(cls, cfg: Mapping[str, Any]) -> "QdrantStore":
         """From the ``retrieval.store`` config (keys of :class:`~litseg.rag.config.StoreConfig`;
         those not given take its defaults, which equal ``conf/retrieval/hybrid.yaml``)."""
-        from litseg.rag.config import StoreConfig
-        from litseg.utils.config import from_dict
-
         known = {f.name for f in dataclasses.fields(StoreConfig)}
         unknown = sorted(set(cfg) - known)
         if unknown:
