@@ -15,14 +15,14 @@ from omegaconf import OmegaConf
 from litseg.chunkers.base import (
     CHUNKERS,
     Chunker,
+    ChunkerGroups,
     ConfigValueError,
     MethodConfig,
     UnitResult,
-    build_chunker,
-    build_chunker_from_config,
     config_class,
     register,
 )
+from litseg.chunkers.build import build_chunker, build_chunker_from_config
 from litseg.utils.config import from_dict
 from litseg.utils.registry import Registry
 from tests.conftest import REPO
@@ -57,7 +57,7 @@ def test_each_chunker_config_defaults_equal_its_yaml(option: str) -> None:
 def test_registry_discovers_every_chunker_module_and_the_imported_one() -> None:
     assert isinstance(CHUNKERS, Registry)
     code = ("from litseg.chunkers import available; names = set(available()); "
-            "assert {'imported', 'litseg', 'litseg_lite', 'lumberchunker', 'margin_sampling', 'merge', "
+            "assert {'imported', 'litseg', 'litseg_lite', 'lumberchunker', 'margin_sampling', "
             "'perplexity', 'recursive', 'semantic', 'token'} <= names, names")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     assert not (REPO / "src/litseg/chunkers/builtin.py").exists()
@@ -92,7 +92,7 @@ def test_a_new_chunker_is_a_factory_and_a_config_class() -> None:
             return UnitResult(doc.book_id, unit.unit_id, [])
 
     @register("whole-test", config=_WholeConfig)
-    def make(config: _WholeConfig) -> Chunker:
+    def make(config: _WholeConfig, groups: ChunkerGroups) -> Chunker:
         return Whole(config.label)
 
     assert build_chunker_from_config({"name": "whole-test", "label": "w"}).name == "w"

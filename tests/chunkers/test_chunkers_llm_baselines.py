@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from omegaconf import OmegaConf
 
 from litseg.chunkers import build_chunker
-from litseg.chunkers.base import UnitResult
+from litseg.chunkers.base import ConfigValueError, UnitResult
 from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.lumber import (
     LumberChunker,
@@ -602,8 +602,8 @@ def test_registry_names_and_builder_errors() -> None:
     from litseg.chunkers import available
 
     assert {"perplexity", "margin_sampling", "lumberchunker"} <= set(available())
-    with pytest.raises(TypeError):
-        build_chunker("lumberchunker")  # needs llm and template
+    with pytest.raises(ConfigValueError, match=r"needs an llm config \(llm=\.\.\.\)"):
+        build_chunker("lumberchunker")
     with pytest.raises(ValueError, match="granularity"):
         LumberChunker(ScriptedChatModel(["x"]), prompt("lumberchunker"), granularity="chapters")
     with pytest.raises(ValueError, match="lacks"):

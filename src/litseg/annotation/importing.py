@@ -43,7 +43,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, UnitResult
+from litseg.chunkers.imported import ImportedConfig
 from litseg.chunkers.llm_common import sentence_word_counts
 from litseg.llm.base import Completion
 from litseg.annotation.fairytaleqa_story import fairytaleqa_story_text
@@ -482,8 +483,8 @@ def _records_hash(recs: Sequence[ImportRecord], salt: str) -> str:
     return h.hexdigest()
 
 
-@register("imported")
-def make_imported(annotations: str | None = None, **params: Any) -> ImportedChunker:
-    if not annotations:
+def make_imported(config: ImportedConfig, groups: ChunkerGroups) -> ImportedChunker:
+    """The factory of ``method=imported`` (registered by :mod:`litseg.chunkers.imported`)."""
+    if not config.annotations:
         raise ValueError("method=imported needs method.annotations=FILE.jsonl (docs/importing.md)")
-    return ImportedChunker(annotations, **params)
+    return ImportedChunker(config.annotations, **config.options("annotations"))

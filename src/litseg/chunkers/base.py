@@ -11,14 +11,46 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 from litseg.errors import SetupError
+from litseg.llm.base import ChatModel
 from litseg.utils.config import ConfigError, config_schema
 from litseg.utils.registry import Registry
 from litseg.segmentation.types import Chunk, Document, Unit
 
-F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChunkerGroups:
+    """The config groups besides ``method`` that a chunker may use: the chat model built from the
+    ``llm`` group, the ``prompt`` and ``feedback`` sections, and the soft ``length_reference``.
+
+    Every factory receives one of these, holding the groups its config class declares
+    (:attr:`MethodConfig.NEEDS` and :attr:`MethodConfig.TAKES`) and None for the others, so that
+    building a chunker needs no knowledge of its parameters and a baseline never builds a model.
+    """
+
+    llm: ChatModel | None = None
+    prompt: Mapping[str, Any] | None = None
+    feedback: Mapping[str, Any] | None = None
+    length_reference: Mapping[str, Any] | None = None
+
+    def chat_model(self) -> ChatModel:
+        """The chat model of a chunker that declares ``llm`` in ``NEEDS`` (the builder checked it)."""
+        if self.llm is None:
+            raise ConfigValueError("this chunker needs an llm config (llm=...)")
+        return self.llm
+
+    def prompt_section(self) -> Mapping[str, Any]:
+        """The prompt of a chunker that declares ``prompt`` in ``NEEDS`` (the builder checked it)."""
+        if self.prompt is None:
+            raise ConfigValueError("this chunker needs a prompt config (prompt=...)")
+        return self.prompt
+
+
+#: The names of the groups a :class:`ChunkerGroups` carries.
+GROUP_NAMES = tuple(f.name for f in dataclasses.fields(ChunkerGroups))
 
 
 @dataclass(slots=True)
@@ -55,12 +87,15 @@ class Chunker(ABC):
                 check()
 
 
+#: What builds a chunker: ``factory(config, groups)``, the same for every chunker.
+ChunkerFactory = Callable[["MethodConfig", ChunkerGroups], Chunker]
+
 #: Chunker factories by ``method.name``. Every module of :mod:`litseg.chunkers` is imported on the
 #: first lookup, so a new chunker is one module (``@register("mine", config=MineConfig)``) plus
 #: ``conf/method/mine.yaml``; ``imported`` lives in the annotation package (litseg.chunkers.imported).
 # tagger_model is the tagger's torch nets, no chunker: discovery must not import torch for every run.
-CHUNKERS: Registry[Callable[..., Chunker]] = Registry("chunker", discover=["litseg.chunkers"],
-                                                     skip=["litseg.chunkers.tagger_model"])
+CHUNKERS: Registry[ChunkerFactory] = Registry("chunker", discover=["litseg.chunkers"],
+                                               skip=["litseg.chunkers.tagger_model"])
 _CONFIGS: dict[str, type[MethodConfig]] = {}
 
 
@@ -83,16 +118,17 @@ class MethodConfig:
 
     #: Fields taken from other config groups by composition (``/prompt@template``), not values.
     COMPOSED: ClassVar[frozenset[str]] = frozenset()
+    #: Config groups (:data:`GROUP_NAMES`) the chunker cannot be built without, and those it uses
+    #: when given; the builder passes these and no others (a baseline declares none).
+    NEEDS: ClassVar[frozenset[str]] = frozenset()
+    TAKES: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def __config_dispatch__(cls, data: Mapping[str, Any], where: str) -> type:
         name = data.get("name")
         if not name:
             raise ConfigError(f"{where or 'method'} needs a name; available: {', '.join(available())}")
-        schema = config_class(str(name))
-        if schema is None:
-            raise ConfigError(f"{where or 'method'}: chunker {name!r} declares no config class")
-        return schema
+        return config_class(str(name))
 
     def options(self, *leave_out: str) -> dict[str, Any]:
         """The chunker's own settings as keyword arguments (not ``merge``, nor ``leave_out``)."""
@@ -100,15 +136,13 @@ class MethodConfig:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
 
 
-def register(name: str, config: type[MethodConfig] | None = None) -> Callable[[F], F]:
-    """Decorator: ``method.name: name`` builds with this factory, called as
-    ``factory(config, **groups)`` with the typed ``config``; without one (a plug-in), with the
-    method's settings as keywords."""
+def register(name: str, config: type[MethodConfig]) -> Callable[[ChunkerFactory], ChunkerFactory]:
+    """Decorator: ``method.name: name`` builds with this factory, always called the same way,
+    ``factory(config, groups)``: the section typed by ``config`` and the :class:`ChunkerGroups`."""
 
-    def deco(factory: F) -> F:
+    def deco(factory: ChunkerFactory) -> ChunkerFactory:
         CHUNKERS.register(name)(factory)
-        if config is not None:
-            register_config(name, config)
+        register_config(name, config)
         return factory
 
     return deco
@@ -122,10 +156,10 @@ def register_config(name: str, schema: type[MethodConfig]) -> None:
     _CONFIGS[name] = schema
 
 
-def config_class(name: str) -> type[MethodConfig] | None:
-    """The config class of chunker ``name`` (its module is imported first); None for a plug-in."""
+def config_class(name: str) -> type[MethodConfig]:
+    """The config class of chunker ``name`` (its module is imported first)."""
     CHUNKERS.get(name)
-    return _CONFIGS.get(name)
+    return _CONFIGS[name]
 
 
 def available() -> list[str]:

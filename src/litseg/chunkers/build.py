@@ -1,64 +1,55 @@
-"""Building a chunker from its ``method`` config and the other config groups it needs.
+"""Building a chunker from its ``method`` config and the other config groups it declares.
 
-Kept apart from :mod:`litseg.chunkers.base` (the interface every chunker module imports) so that
-the builder may import what it wraps chunkers in (:mod:`litseg.chunkers.merge`) without a circle.
+One way for every chunker: the section is typed by the chunker's config class (unknown keys and
+bad types fail with their dotted path), the groups the class declares (``NEEDS``/``TAKES``) are
+put in a :class:`~litseg.chunkers.base.ChunkerGroups` (the ``llm`` group built into a chat model
+first), and the registered factory is called as ``factory(config, groups)``. A chunker that
+declares no ``llm`` never has a model built for it, so baselines never import torch or start an
+engine. Kept apart from :mod:`litseg.chunkers.base` (the interface every chunker module imports)
+so that the builder may import what it wraps chunkers in (:mod:`litseg.chunkers.merge`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from litseg.chunkers.base import (
     CHUNKERS,
+    GROUP_NAMES,
     Chunker,
+    ChunkerFactory,
+    ChunkerGroups,
     ConfigValueError,
     MethodConfig,
     available,
     config_class,
-    register,
 )
-from litseg.chunkers.merge import DynamicMerge, with_merge
+from litseg.chunkers.merge import with_merge
 from litseg.errors import SetupError
 from litseg.llm.factory import build_llm
 from litseg.utils.config import ConfigError, from_dict, to_plain
 from litseg.utils.registry import UnknownPluginError
 
-
 # Annotations a parameter check understands, and the Python types each admits.
 _SIMPLE_TYPES: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,),
                                               "str": (str,), "None": (type(None),)}
 _KIND_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "None": "null"}
+#: How a missing required group is named in the error.
+_GROUP_WORDS = {"llm": "an llm config (llm=...)", "prompt": "a prompt config (prompt=...)",
+                "feedback": "a feedback config (feedback=...)",
+                "length_reference": "a length reference (length_reference=...)"}
 
 
-def _declared_annotations(factory: Callable[..., Any]) -> dict[str, Any]:
-    """Parameter annotations of a chunker factory or config class, and of the class a factory
-    returns when it passes ``**params`` on (``def make(llm, **params) -> LitSegLiteChunker``)."""
-    if dataclasses.is_dataclass(factory):
-        return {f.name: f.type for f in dataclasses.fields(factory)}
-    signature = inspect.signature(factory)
-    found = {n: p.annotation for n, p in signature.parameters.items()
-             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    if any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()):
-        returned = signature.return_annotation
-        if isinstance(returned, str):
-            returned = getattr(factory, "__globals__", {}).get(returned)
-        if isinstance(returned, type):
-            for n, p in inspect.signature(returned.__init__).parameters.items():
-                found.setdefault(n, p.annotation)
-    return found
-
-
-def check_parameter_types(name: str, factory: Callable[..., Any], params: Mapping[str, Any]) -> None:
-    """Refuse a parameter whose value does not fit a plain annotation (``int``, ``float | None``,
-    ``bool``, ``str``...), naming it: ``method.chunk_size=abc`` must not surface later as a
-    comparison error inside the chunker, or per unit."""
-    annotations = _declared_annotations(factory)
+def check_parameter_types(name: str, schema: type[MethodConfig], params: Mapping[str, Any]) -> None:
+    """Refuse a parameter whose value does not fit a plain annotation of the config class (``int``,
+    ``float | None``, ``bool``, ``str``...), naming it: ``method.chunk_size=abc`` must not surface
+    later as a comparison error inside the chunker, or per unit."""
+    annotations = {f.name: f.type for f in dataclasses.fields(schema)}
     for key, value in params.items():
-        annotation = annotations.get(key, inspect.Parameter.empty)
-        if annotation is inspect.Parameter.empty:
+        annotation = annotations.get(key)
+        if annotation is None:
             continue
         text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
         kinds = [part.strip() for part in text.split("|")]
@@ -74,28 +65,28 @@ def check_parameter_types(name: str, factory: Callable[..., Any], params: Mappin
                                    f"(method.{key}=...)")
 
 
-def _factory(name: str, error: type[Exception]) -> Callable[..., Chunker]:
+def _factory(name: str, error: type[Exception]) -> ChunkerFactory:
     try:
         return CHUNKERS.get(name)
     except UnknownPluginError as exc:
         raise error(str(exc)) from None
 
 
-def _groups(name: str, factory: Callable[..., Any], groups: Mapping[str, Any]) -> dict[str, Any]:
-    """The config groups (``llm``, ``prompt``, ...) the factory takes; the ``llm`` group becomes a
-    :class:`~litseg.llm.base.ChatModel` (unless it is one already)."""
-    accepted = inspect.signature(factory).parameters
-    out: dict[str, Any] = {}
-    for group, node in groups.items():
-        if group not in accepted or node is None:
-            continue
-        if group == "llm" and not hasattr(node, "chat_batch"):
-            out["llm"] = build_llm(node)
-        else:
-            out[group] = to_plain(node)
-    if "llm" in accepted and "llm" not in out:
-        raise ConfigValueError(f"chunker {name!r} needs an llm config (llm=...)")
-    return out
+def require_groups(name: str, schema: type[MethodConfig], given: Mapping[str, Any]) -> None:
+    """A group the chunker ``NEEDS`` that is not ``given`` fails in one line, before anything is built."""
+    missing = [g for g in sorted(schema.NEEDS) if given.get(g) is None]
+    if missing:
+        raise ConfigValueError(f"chunker {name!r} needs {' and '.join(_GROUP_WORDS[g] for g in missing)}")
+
+
+def chunker_groups(schema: type[MethodConfig], given: Mapping[str, Any]) -> ChunkerGroups:
+    """The groups ``schema`` declares, out of ``given`` (group name -> composed section, or an
+    already built chat model for ``llm``)."""
+    wanted = schema.NEEDS | schema.TAKES
+    chosen = {g: given[g] for g in GROUP_NAMES if g in wanted and given.get(g) is not None}
+    if "llm" in chosen and not hasattr(chosen["llm"], "chat_batch"):  # a config, not a model yet
+        chosen["llm"] = build_llm(chosen["llm"])
+    return ChunkerGroups(**{g: v if g == "llm" else to_plain(v) for g, v in chosen.items()})
 
 
 def _construct(name: str, make: Callable[[], Chunker]) -> Chunker:
@@ -107,75 +98,34 @@ def _construct(name: str, make: Callable[[], Chunker]) -> Chunker:
         raise ConfigValueError(f"method {name!r}: {exc}") from exc
 
 
-def build_chunker_from_config(method: Any, **groups: Any) -> Chunker:
-    """Build the chunker named in a ``method`` config group.
-
-    The section is typed by its chunker's config class (unknown keys and bad types fail with
-    their path), and the factory is called with it. ``groups`` are other composed config groups
-    (``llm``, ``prompt``, ``feedback``, ...). Each is passed only to a factory that takes an
-    argument of that name; the ``llm`` group is turned into a
-    :class:`~litseg.llm.base.ChatModel` first. So baselines never import torch or start an engine.
-    """
+def build_chunker_from_config(method: Any, *, llm: Any = None, prompt: Any = None, feedback: Any = None,
+                              length_reference: Any = None) -> Chunker:
+    """Build the chunker named in a ``method`` config group, with the other composed groups beside
+    it (``llm`` as a config or a chat model); each reaches the chunker only when its config class
+    declares it."""
     params = dict(to_plain(method))
     name = params.get("name")
     if not name:
         raise ConfigValueError(f"method config needs a name; available: {', '.join(available())}")
     factory = _factory(str(name), ConfigValueError)
     schema = config_class(str(name))
-    if schema is None:  # a plug-in taking its settings as keywords
-        params.pop("name")
-        check_parameter_types(name, factory, params)
-        merge = params.pop("merge", None) if "merge" not in _accepted(factory) else None
-        chunker = _construct(name, lambda: factory(**params, **_groups(name, factory, groups)))
-        return _merged(chunker, merge)
+    given = {"llm": llm, "prompt": prompt, "feedback": feedback, "length_reference": length_reference}
+    require_groups(str(name), schema, given)
     check_parameter_types(name, schema, params)
     try:
         cfg = from_dict(MethodConfig, params, "method")
     except ConfigError as exc:
         raise ConfigValueError(f"method {name!r}: {exc}") from None
-    if _takes_config(factory):
-        chunker = _construct(name, lambda: factory(cfg, **_groups(name, factory, groups)))
-    else:  # a factory taking keywords (the imported chunker): the typed values as keywords
-        chunker = _construct(name, lambda: factory(**cfg.options("name"), **_groups(name, factory, groups)))
-    return _merged(chunker, cfg.merge)
-
-
-def _takes_config(factory: Callable[..., Any]) -> bool:
-    """Whether ``factory(config, **groups)`` is its calling convention (first parameter ``config``)."""
-    return next(iter(_accepted(factory)), None) == "config"
-
-
-def _accepted(factory: Callable[..., Any]) -> Mapping[str, Any]:
-    return inspect.signature(factory).parameters
-
-
-def _merged(chunker: Chunker, merge: Any) -> Chunker:
-    if not merge:
-        return chunker
-    return with_merge(chunker, merge)
+    groups = chunker_groups(schema, given)
+    chunker = _construct(name, lambda: factory(cfg, groups))
+    return with_merge(chunker, cfg.merge)
 
 
 def build_chunker(name: str, **params: Any) -> Chunker:
     """``build_chunker("token", chunk_size=64)``: the chunker ``name`` with these settings (the
     rest from its config class's defaults, which equal ``conf/method/<name>.yaml``); config groups
-    (``llm`` as a model or a config, ``prompt``, ``feedback``...) go beside them."""
-    factory = _factory(name, ValueError)
-    schema = config_class(name)
-    if schema is None:
-        return factory(**params)
-    fields = {f.name for f in dataclasses.fields(schema)}
-    groups = {k: v for k, v in params.items() if k not in fields}
-    missing = [n for n, p in _accepted(factory).items()
-               if p.default is p.empty and n not in groups and p.kind is p.KEYWORD_ONLY]
-    if missing:
-        raise TypeError(f"chunker {name!r} needs {', '.join(missing)}")
-    settings = {k: v for k, v in params.items() if k in fields}
+    (``llm`` as a model or a config, ``prompt``, ``feedback``, ``length_reference``) go beside them."""
+    _factory(name, ValueError)
+    settings = {k: v for k, v in params.items() if k not in GROUP_NAMES}
+    groups = {k: v for k, v in params.items() if k in GROUP_NAMES}
     return build_chunker_from_config({"name": name, **settings}, **groups)
-
-
-@register("merge")
-def make_merge(base: str, target: float, measure: str = "words", **base_params: Any) -> Chunker:
-    """``method=merge`` with ``base: <chunker name>`` and that chunker's parameters beside it."""
-    if base == "merge":
-        raise ValueError("merge: base must be another chunker, not 'merge'")
-    return DynamicMerge(build_chunker(base, **base_params), target=target, measure=measure)

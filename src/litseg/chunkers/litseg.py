@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from litseg.chunkers.base import MethodConfig, UnitResult, register
+from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, register
 from litseg.chunkers.llm_common import (
     Ask,
     LLMChunker,
@@ -393,6 +393,8 @@ class LitSegConfig(MethodConfig):
     """conf/method/litseg.yaml (``default_prompt`` composed from conf/prompt/litseg.yaml)."""
 
     COMPOSED: ClassVar[frozenset[str]] = frozenset({"default_prompt"})
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"llm"})
+    TAKES: ClassVar[frozenset[str]] = frozenset({"prompt", "feedback", "length_reference"})
 
     default_prompt: dict[str, Any] | None = None
     max_retries: int = 2
@@ -412,20 +414,15 @@ class LitSegConfig(MethodConfig):
 
 
 @register("litseg", config=LitSegConfig)
-def make_litseg(
-    config: LitSegConfig,
-    *,
-    llm: ChatModel,
-    prompt: Mapping[str, Any] | None = None,
-    feedback: Mapping[str, Any] | None = None,
-    length_reference: Mapping[str, Any] | None = None,
-) -> LitSegChunker:
+def make_litseg(config: LitSegConfig, groups: ChunkerGroups) -> LitSegChunker:
     """``prompt`` is the composed prompt group; when it is a single-pass prompt (the annotate
     default, ``litseg_lite``), the staged prompt the method config names (``default_prompt``) is
     used instead, so ``method=litseg`` alone runs the teacher."""
-    chosen = prompt if is_staged_prompt(prompt) else config.default_prompt
+    chosen = groups.prompt if is_staged_prompt(groups.prompt) else config.default_prompt
     if chosen is None:
         raise ValueError("method=litseg needs the staged teacher prompt: add prompt=litseg")
-    reference = length_reference if length_reference and length_reference.get("p50") is not None else None
-    return LitSegChunker(llm, chosen, feedback=feedback, length_reference=reference,
+    reference = groups.length_reference
+    if reference is not None and reference.get("p50") is None:
+        reference = None
+    return LitSegChunker(groups.chat_model(), chosen, feedback=groups.feedback, length_reference=reference,
                          **config.options("default_prompt"))

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from litseg.chunkers.base import MethodConfig, UnitResult, register
+from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, register
 from litseg.chunkers.llm_common import (
     LLMChunker,
     make_feedback,
@@ -152,6 +152,9 @@ class LitSegLiteChunker(LLMChunker):
 class LitSegLiteConfig(MethodConfig):
     """conf/method/litseg_lite.yaml."""
 
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"llm", "prompt"})
+    TAKES: ClassVar[frozenset[str]] = frozenset({"feedback", "length_reference"})
+
     max_retries: int = 2
     max_new_tokens: int = 3072
     constrained: bool = True
@@ -169,7 +172,6 @@ class LitSegLiteConfig(MethodConfig):
 
 
 @register("litseg_lite", config=LitSegLiteConfig)
-def make_litseg_lite(config: LitSegLiteConfig, *, llm: ChatModel, prompt: Mapping[str, Any],
-                     feedback: Mapping[str, Any] | None = None,
-                     length_reference: Mapping[str, Any] | None = None) -> LitSegLiteChunker:
-    return LitSegLiteChunker(llm, prompt, feedback=feedback, length_reference=length_reference, **config.options())
+def make_litseg_lite(config: LitSegLiteConfig, groups: ChunkerGroups) -> LitSegLiteChunker:
+    return LitSegLiteChunker(groups.chat_model(), groups.prompt_section(), feedback=groups.feedback,
+                             length_reference=groups.length_reference, **config.options())

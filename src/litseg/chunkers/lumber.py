@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, MethodConfig, UnitResult, register
 from litseg.chunkers.llm_common import unreachable_result
 from litseg.chunkers.perplexity import sentence_run_chunks
 from litseg.chunkers.spans import span_stats
@@ -294,6 +294,7 @@ class LumberConfig(MethodConfig):
     """conf/method/lumberchunker.yaml (``template`` composed from conf/prompt/lumberchunker.yaml)."""
 
     COMPOSED: ClassVar[frozenset[str]] = frozenset({"template"})
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"llm"})
 
     template: dict[str, Any]
     token_budget: int = 550
@@ -306,6 +307,6 @@ class LumberConfig(MethodConfig):
 
 
 @register("lumberchunker", config=LumberConfig)
-def _build(config: LumberConfig, *, llm: ChatModel) -> Chunker:
-    return LumberChunker(llm, **config.options())
+def make_lumberchunker(config: LumberConfig, groups: ChunkerGroups) -> Chunker:
+    return LumberChunker(groups.chat_model(), **config.options())
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from litseg.chunkers.base import Chunker, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, UnitResult, register
 from litseg.chunkers.perplexity import ScorerConfig, sentence_run_chunks, usage_diagnostics
 from litseg.chunkers.spans import span_stats
 from litseg.segmentation.types import Document, NamedTokenizer, Unit
@@ -165,7 +165,7 @@ class MarginConfig(ScorerConfig):
 
 
 @register("margin_sampling", config=MarginConfig)
-def _build(config: MarginConfig) -> Chunker:
+def make_margin_sampling(config: MarginConfig, groups: ChunkerGroups) -> Chunker:
     return MarginSamplingChunker(
         config.scorer(), config.template, threshold=config.threshold, dynamic_threshold=config.dynamic_threshold,
         threshold_window=config.threshold_window, max_chunk_words=config.max_chunk_words,

@@ -18,9 +18,9 @@ A chunk already at or over the target is never joined to anything, chunks are ne
 are never crossed, and the last group of a unit may stay short. Subtitles and context sentences of
 the base chunks are dropped (the baselines have none).
 
-Use it as ``merge: {target: 350, measure: words}`` in any baseline's method config, as the
-``merge`` chunker (``build_chunker("merge", base="semantic", target=350)``), or call
-:func:`merge_unit_result` on results you already have.
+Use it as ``merge: {target: 350, measure: words}`` in any chunker's method config
+(``build_chunker("semantic", merge={"target": 350})``), or call :func:`merge_unit_result` on
+results you already have.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Unit
 from litseg.llm.scoring import CausalLMScorer
@@ -200,6 +200,6 @@ class PerplexityConfig(ScorerConfig):
 
 
 @register("perplexity", config=PerplexityConfig)
-def _build(config: PerplexityConfig) -> Chunker:
+def make_perplexity(config: PerplexityConfig, groups: ChunkerGroups) -> Chunker:
     return PerplexityChunker(config.scorer(), threshold=config.threshold, boundary=config.boundary,
                              context_tokens=config.context_tokens, window_tokens=config.window_tokens)

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 
@@ -171,5 +171,5 @@ class RecursiveConfig(MethodConfig):
 
 
 @register("recursive", config=RecursiveConfig)
-def _build(config: RecursiveConfig) -> Chunker:
+def make_recursive(config: RecursiveConfig, groups: ChunkerGroups) -> Chunker:
     return RecursiveChunker(**config.options("name"))

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 from litseg.embeddings import load_embedder
@@ -178,5 +178,5 @@ class SemanticConfig(MethodConfig):
 
 
 @register("semantic", config=SemanticConfig)
-def _build(config: SemanticConfig) -> Chunker:
+def make_semantic(config: SemanticConfig, groups: ChunkerGroups) -> Chunker:
     return SemanticChunker(**config.options("name"))

@@ -28,9 +28,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, MethodConfig, UnitResult, register
 from litseg.chunkers.llm_common import unit_paragraph_starts, unit_sentence_texts
 from litseg.errors import ModelUnreachable, SetupError
 from litseg.llm.base import ChatModel, ChatRequest, Completion
@@ -311,6 +311,8 @@ class LitSegTaggerChunker(Chunker):
 class LitSegTaggerConfig(MethodConfig):
     """conf/method/litseg_tagger.yaml (the file holds every default)."""
 
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"llm", "prompt"})
+
     model: str
     threshold: float | None
     min_block: int | None
@@ -322,5 +324,5 @@ class LitSegTaggerConfig(MethodConfig):
 
 
 @register("litseg_tagger", config=LitSegTaggerConfig)
-def make_litseg_tagger(config: LitSegTaggerConfig, *, llm: ChatModel, prompt: Mapping[str, Any]) -> LitSegTaggerChunker:
-    return LitSegTaggerChunker(llm, prompt, **config.options())
+def make_litseg_tagger(config: LitSegTaggerConfig, groups: ChunkerGroups) -> LitSegTaggerChunker:
+    return LitSegTaggerChunker(groups.chat_model(), groups.prompt_section(), **config.options())

@@ -16,7 +16,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, NamedTokenizer, Unit
 
@@ -218,5 +218,5 @@ class TokenConfig(MethodConfig):
 
 
 @register("token", config=TokenConfig)
-def _build(config: TokenConfig) -> Chunker:
+def make_token(config: TokenConfig, groups: ChunkerGroups) -> Chunker:
     return TokenChunker(chunk_size=config.chunk_size, overlap=config.overlap, tokenizer=config.tokenizer)
