@@ -4,6 +4,11 @@
     python benchmarks/student_eval.py --write              # also writes them into docs/training.md
     python benchmarks/student_eval.py --rows recursive,tagger --skip-fairytaleqa   # a part of it
     python benchmarks/student_eval.py --paper-adapter outputs/train/student/adapter --tagger outputs/train/tagger/tagger
+    python benchmarks/student_eval.py --sample untrained=20 --sample first_student=20   # slow rows on a sample
+
+A row too slow for every held-out unit on a CPU (a single-pass LitSeg-Lite decodes about 30 words
+a second) runs with ``--sample ROW=N`` on N units drawn with a fixed seed; the table says so and
+gives recursive's scores on the same units beside it, and the row is left out of FairytaleQA.
 
 Rows (``--rows`` picks some): ``recursive`` (1,000 characters) and ``semantic``, the baselines;
 ``untrained``, the embedded SmolLM2-135M on the compact LitSeg-Lite prompt without any adapter;
@@ -64,6 +69,7 @@ class Row:
     overrides: list[str]
     llm: bool = True
     notes: list[str] = field(default_factory=list)
+    sample: int | None = None  # held-out units drawn for a row too slow for all of them (--sample)
 
 
 def make_rows(paper_adapter: str | None, tagger: str | None) -> dict[str, Row]:
@@ -279,6 +285,26 @@ def words_per_second(run_dir: Path, row: Row, units: list) -> dict[str, Any]:
                           "words_per_second": words[near] / seconds[near] if seconds[near] else None} if near else None}
 
 
+def sampled_units(units: list, sample: int | None, seed: int = 0) -> list:
+    """``sample`` held-out units drawn with a fixed seed (in their original order), or all of them."""
+    if sample is None or sample >= len(units):
+        return units
+    keep = set(random.Random(seed).sample(range(len(units)), sample))
+    return [u for i, u in enumerate(units) if i in keep]
+
+
+def on_units(run_dir: Path, row: Row, units: list) -> dict[str, Any]:
+    """Boundary F1 (±1) and Pk of a finished row restricted to ``units``: a sampled row's
+    comparison with recursive on the same units."""
+    from litseg.segmentation.agreement import micro_boundary_f1, pk_errors
+
+    got = row_segments("", row, run_dir)
+    scored = [(u, got[(d.book_id, u.unit_id)], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
+    pk = [pk_errors(p, g, u.n_sentences) for u, p, g in scored]
+    return {"f1": micro_boundary_f1([(p, g) for _, p, g in scored], tolerance=1).f1,
+            "pk": sum(e.errors for e in pk) / max(1, sum(e.windows for e in pk)), "units": len(scored)}
+
+
 def heldout_scores(name: str, row: Row, units: list, out: Path) -> dict[str, Any]:
     """Segment the held-out units with ``row`` (a resumable run) and score it against the teacher."""
     from litseg.rag.stats import bootstrap_ci
@@ -286,6 +312,7 @@ def heldout_scores(name: str, row: Row, units: list, out: Path) -> dict[str, Any
                                                windowdiff_errors)
 
     run_dir = out / f"heldout-{name}"
+    units = sampled_units(units, row.sample)
     segment_units(row.overrides, units, run_dir)
     got = row_segments(name, row, run_dir)
     scored = [(d, u, got[(d.book_id, u.unit_id)], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
@@ -302,6 +329,8 @@ def heldout_scores(name: str, row: Row, units: list, out: Path) -> dict[str, Any
     subtitles = [[s.get("subtitle", "") for s in p] for _, _, p, _ in scored]
     return {
         "units": len(scored), "failed": len(units) - len(scored), "books": len({d.book_id for d, _, _, _ in scored}),
+        "sampled": row.sample is not None,
+        "unit_keys": [[d.book_id, u.unit_id] for d, u, _ in units],
         "f1": near.f1, "low": ci.low if ci and ci.n_groups > 1 else None, "high": ci.high if ci and ci.n_groups > 1 else None,
         "precision": near.precision, "recall": near.recall, "exact_f1": exact.f1,
         "pk": sum(e.errors for e in pk) / max(1, sum(e.windows for e in pk)),
@@ -343,7 +372,7 @@ def fairytaleqa(rows: dict[str, Row], out: Path) -> dict[str, Any]:
         run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"export_texts={texts}"], out / "logs.txt")
     files = []
     for name, row in rows.items():
-        if not row.llm:
+        if not row.llm or row.sample is not None:  # a sampled row is too slow for every story too
             continue
         run_dir = out / f"ftqa-{name}"
         run([sys.executable, "annotate.py", f"input={texts}", *row.overrides, f"hydra.run.dir={run_dir}",
@@ -398,12 +427,18 @@ def heldout_table(rows: dict[str, Row], held: dict[str, Any]) -> str:
         c = h["chance"]
         ci = f" [{h['low']:.3f}, {h['high']:.3f}]" if h.get("low") is not None else ""
         lines.append("| " + " | ".join([
-            row.label + (f" ({h['failed']} units failed)" if h["failed"] else ""), f"{h['f1']:.3f}{ci}",
+            row.label + (f" ({h['failed']} units failed)" if h["failed"] else "")
+            + (f" (sample of {len(h['unit_keys'])} units)" if h.get("sampled") else ""), f"{h['f1']:.3f}{ci}",
             f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]", fmt(h["exact_f1"]), fmt(h["pk"]), fmt(h["windowdiff"]),
             fmt(h["cuts_per_1000_words"], digits=2), fmt(h["repeated_subtitles"], pct=True),
             fmt(h["placeholder_subtitles"], pct=True), fmt(h["words_per_second"], digits=0)]) + " |")
-    teacher = next((h["teacher_cuts_per_1000_words"] for h in held.values() if h), None)
-    return "\n".join(lines) + (f"\n\nThe teacher cuts {teacher:.2f} times per 1,000 words on these units.\n" if teacher else "\n")
+    teacher = next((h["teacher_cuts_per_1000_words"] for h in held.values() if h and not h.get("sampled")), None)
+    same = [f"- {rows[n].label} on its sample of {len(h['unit_keys'])} units: boundary F1 ±1 {h['f1']:.3f}, Pk "
+            f"{h['pk']:.3f}; recursive 1000c on the same units: {h['recursive_same']['f1']:.3f}, Pk "
+            f"{h['recursive_same']['pk']:.3f}" for n, h in held.items() if h and h.get("recursive_same")]
+    return ("\n".join(lines) + (f"\n\nThe teacher cuts {teacher:.2f} times per 1,000 words on these units.\n" if teacher else "\n")
+            + ("\nRows too slow for every held-out unit on this CPU ran on a seeded sample (`--sample ROW=N`):\n"
+               + "\n".join(same) + "\n" if same else ""))
 
 
 def ftqa_table(rows: dict[str, Row], results: dict[str, Any]) -> str:
@@ -470,6 +505,8 @@ def main() -> None:
     ap.add_argument("--tagger", default=None, help="a trained tagger folder (default: the shipped one)")
     ap.add_argument("--default", default="tagger", help="the row shipped as the default (its targets are checked)")
     ap.add_argument("--skip-fairytaleqa", action="store_true")
+    ap.add_argument("--sample", action="append", default=[], metavar="ROW=N",
+                    help="run ROW on a seeded sample of N held-out units (and leave it out of FairytaleQA)")
     ap.add_argument("--write", action="store_true", help="write the tables into docs/training.md")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -479,6 +516,11 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"unknown rows {unknown}; known: {', '.join(rows)}")
         rows = {k: v for k, v in rows.items() if k in args.rows.split(",")}
+    for spec in args.sample:
+        name, _, n = spec.partition("=")
+        if name not in rows or not n.isdigit():
+            raise SystemExit(f"--sample {spec!r}: expected ROW=N with ROW one of {', '.join(rows)}")
+        rows[name].sample = int(n)
     teacher = teacher_run(args.out)
     books, mix = test_books()
     units = held_out_units(teacher, books)
@@ -489,6 +531,12 @@ def main() -> None:
         if row.llm:
             held[name]["placeholder_subtitles"] = placeholder_rate(args.out / f"heldout-{name}", row)
         print(f"{name}: held-out F1 {held[name]['f1']:.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if "recursive" in held:
+        for name, h in held.items():
+            if h.get("sampled"):
+                keys = {tuple(k) for k in h["unit_keys"]}
+                h["recursive_same"] = on_units(args.out / "heldout-recursive", rows["recursive"],
+                                               [x for x in units if (x[0].book_id, x[1].unit_id) in keys])
     results = {} if args.skip_fairytaleqa else fairytaleqa(rows, args.out)
     (args.out / "student_eval.json").write_text(json.dumps({"heldout": held, "fairytaleqa": results}, indent=1, default=str))
     text = heldout_table(rows, held)

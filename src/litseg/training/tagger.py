@@ -172,7 +172,7 @@ def train_boundary_net(train: Sequence[EncodedUnit], s: BoundarySettings, net_se
             loss.backward()
             nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
-            total += float(loss)
+            total += loss.item()
         log.info("boundary net %d epoch %d: loss %.4f", seed, epoch, total / max(1, len(order) // s.batch_units))
         torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "epoch": epoch, "rng": rng.getstate()},
                    checkpoint)
