@@ -43,7 +43,7 @@ if __name__ == "__main__":
     from pathlib import Path
 
     from litseg.cli import check_command_line
-    from litseg.training.run import share_run_id
+    from litseg.training.launch import share_run_id
 
     check_command_line(Path(__file__).resolve().parent / "conf", "train")  # config mistakes: one line, exit code 2
     share_run_id()  # one run directory for all processes of a distributed launch

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from litseg.training.run import _rewards_logged, end_line, untrained_reasons
+from litseg.training.run import end_line, untrained_reasons
+from litseg.training.stages import rewards_logged
 from tests.training_helpers import REPO, compose_train
 
 
@@ -38,13 +39,13 @@ def test_a_stage_that_changed_no_tensor_or_saw_only_zero_rewards_trained_nothing
 
 
 def test_logged_rewards_all_zero_or_flat_are_recognised():
-    assert _rewards_logged([]) == {"steps": 0, "all_zero": False, "flat": False}
+    assert rewards_logged([]) == {"steps": 0, "all_zero": False, "flat": False}
     zero = [{"reward": 0.0, "reward_std": 0.0, "frac_reward_zero_std": 1.0, "step": s} for s in (1, 2)]
-    assert _rewards_logged(zero + [{"train_loss": 0.0}]) == {"steps": 2, "all_zero": True, "flat": True}
+    assert rewards_logged(zero + [{"train_loss": 0.0}]) == {"steps": 2, "all_zero": True, "flat": True}
     flat = [{"reward": 0.4, "reward_std": 0.0, "step": 1}, {"reward": 0.5, "reward_std": 0.0, "step": 2}]
-    assert _rewards_logged(flat) == {"steps": 2, "all_zero": False, "flat": True}
+    assert rewards_logged(flat) == {"steps": 2, "all_zero": False, "flat": True}
     varied = [{"reward": 0.4, "reward_std": 0.1, "frac_reward_zero_std": 0.5}, {"reward": 0.0, "reward_std": 0.0}]
-    assert _rewards_logged(varied) == {"steps": 2, "all_zero": False, "flat": False}
+    assert rewards_logged(varied) == {"steps": 2, "all_zero": False, "flat": False}
 
 
 def test_every_run_ends_with_one_line_naming_metric_adapter_and_changed_tensors():

@@ -98,11 +98,11 @@ def chunk_content(chunk: Chunk, content: str) -> str:
 
 def __getattr__(name: str) -> Any:
     if name == "LitsegTextSplitter":
-        from litseg.adapters.langchain import LitsegTextSplitter
+        from litseg.adapters.langchain import LitsegTextSplitter  # lazy: needs langchain-core, optional
 
         return LitsegTextSplitter
     if name == "LitsegNodeParser":
-        from litseg.adapters.llamaindex import LitsegNodeParser
+        from litseg.adapters.llamaindex import LitsegNodeParser  # lazy: needs llama-index-core, optional
 
         return LitsegNodeParser
     raise AttributeError(name)

@@ -40,6 +40,7 @@ from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.schema import Segment
 from litseg.segmentation.types import Document, Unit
 from litseg.segmentation.validation import blocking_issues, validate_segments
+from litseg.embeddings import load_embedder
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ WRITER_SCHEMA = "subtitle_line"
 def writer_messages(prompt: Mapping[str, Any], texts: list[str], para: list[bool],
                     block: tuple[int, int]) -> list[dict[str, str]]:
     """The writer's chat messages for one block (training builds its examples with this too)."""
-    from litseg.chunkers.tagger_model import block_text
+    from litseg.chunkers.tagger_model import block_text  # lazy: tagger_model imports torch
 
     text = block_text(texts, para, block, int(prompt["block_head_words"]), int(prompt["block_tail_words"]))
     return [{"role": "system", "content": str(prompt["system"])},
@@ -137,8 +138,7 @@ class LitSegTaggerChunker(Chunker):
     def _load(self) -> None:
         if self._nets is not None:
             return
-        from litseg.chunkers.tagger_model import load_nets
-        from litseg.embeddings import load_embedder
+        from litseg.chunkers.tagger_model import load_nets  # lazy: tagger_model imports torch
 
         encoder = self.meta["encoder"]
         self._embedder = load_embedder(None if encoder == "default" else encoder)

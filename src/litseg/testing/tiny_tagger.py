@@ -13,6 +13,7 @@ def tiny_tagger_dir(folder: str | Path, *, dimension: int = 384, threshold: floa
     384 by default, the encoder the folder names). A very low threshold cuts at every allowed gap."""
     import torch
 
+    # lazy, like torch above: tagger_model imports torch
     from litseg.chunkers.tagger_model import BoundaryNet, ContextNet, NetSettings, TaggerNets, save_nets
 
     folder = Path(folder)

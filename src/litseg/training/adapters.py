@@ -21,6 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from litseg.errors import SetupError
+
 METADATA = "litseg_adapter.json"
 
 
@@ -60,8 +62,6 @@ def _check_weights_written(folder: Path) -> None:
     """A trainer that could not gather ZeRO-3 weights saves a DeepSpeed checkpoint instead of the
     adapter and only logs a warning; the stage would then leave an adapter folder without weights."""
     if not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
-        from litseg.errors import SetupError
-
         raise SetupError(f"the trainer wrote no weights into {folder} (under DeepSpeed ZeRO-3 the accelerate config "
                          "needs zero3_save_16bit_model: true, as conf/accelerate/zero3.yaml has); rerun into the "
                          "same run directory once fixed: training resumes from the last checkpoint")

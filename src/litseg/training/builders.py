@@ -25,6 +25,8 @@ from litseg.training.config import (
 from litseg.llm.decoding import neutral_generation_config
 from litseg.llm.local_models import local_model_path
 from litseg.training.launch import is_main_process, world_size  # noqa: F401 - re-exported
+from litseg.errors import SetupError
+from litseg.training.sft_loss import selective_sft_trainer_class
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +77,6 @@ def engine_memory_fraction() -> float | None:
     free, total = torch.cuda.mem_get_info()
     fraction = ENGINE_SHARE_OF_FREE * free / total
     if fraction < 0.05:
-        from litseg.errors import SetupError
-
         raise SetupError(f"only {free / 2**30:.1f} of {total / 2**30:.1f} GiB of the GPU are free for the "
                          "evaluation engine (eval.backend=vllm); use eval.backend=transformers, or give the "
                          "judge served beside the trainer a smaller --gpu-memory-utilization")
@@ -420,8 +420,6 @@ def build_sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: An
     peft_config = None if _is_peft(model) else build_lora_config(cfg.peft)
     trainer_cls = SFTTrainer
     if selective_head(cfg.stage.sft.selective_lm_head, cfg.stage.sft.completion_only_loss):
-        from litseg.training.sft_loss import selective_sft_trainer_class
-
         trainer_cls = selective_sft_trainer_class()
     return trainer_cls(model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer,
                       peft_config=peft_config, callbacks=callbacks)

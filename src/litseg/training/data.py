@@ -29,7 +29,7 @@ from typing import Any
 from litseg.chunkers.llm_common import number_sentences, render_single_pass_messages
 from litseg.chunkers.tagger import WRITER_SCHEMA
 from litseg.utils.config import ConfigError
-from litseg.utils.jsonl import read_jsonl
+from litseg.utils.jsonl import iter_jsonl, read_jsonl
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import blocking_issues, validate_segments
@@ -125,8 +125,6 @@ def check_teacher_runs(run_dirs: Iterable[Path]) -> None:
     """Refuse runs of a chunker that is not a teacher (a baseline's run has no segmentations to
     learn: every unit would be dropped as ``segments_invalid``). The method is read from
     ``run_summary.json``, else from the first chunk; a run that records neither is let through."""
-    from litseg.utils.jsonl import iter_jsonl
-
     wrong = []
     for run in run_dirs:
         method = None

@@ -18,6 +18,8 @@ from typing import Any
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import get_schema, json_schema
 from litseg.segmentation.validation import blocking_issues, validate_segments
+from litseg.errors import is_unavailable
+from litseg.llm.base import ChatModelError, ChatRequest
 
 log = logging.getLogger(__name__)
 
@@ -27,14 +29,9 @@ def evaluate_split(rows: Sequence[Mapping[str, Any]], llm: Any, reward_funcs: Se
                    batch_size: int = 8, samples_path: str | Path | None = None,
                    prefix: str = "eval") -> dict[str, float]:
     """Metrics over ``rows`` (dataset rows with ``prompt``, ``n_sentences``, ``schema``, ``chapter``)."""
-    from litseg.llm.base import ChatRequest
-
     rows = list(rows)
     if not rows:
         return {}
-    from litseg.errors import is_unavailable
-    from litseg.llm.base import ChatModelError
-
     texts: list[str] = []
     finishes: list[str] = []
     unanswered: list[str] = []

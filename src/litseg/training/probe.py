@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from litseg.training.rewards import completion_text
+
 
 def distinct_characters(completions: list[Any], **columns: Any) -> list[float]:
     """The share of distinct characters in each answer (0 for an empty one)."""
-    from litseg.training.rewards import completion_text
-
     texts = [completion_text(c) for c in completions]
     return [len(set(t)) / max(1, len(t)) for t in texts]

@@ -17,14 +17,32 @@ from pathlib import Path
 from typing import Any
 
 from litseg.training.config import TrainConfig, require_named_model, to_dict, train_config_from
-from litseg.training.data import check_teacher_runs, expand_runs
+from litseg.training.data import build_datasets, check_teacher_runs, expand_runs, write_report
 from litseg.training.launch import check_devices, main_first
-from litseg.training.launch import RUN_ID_ENV, share_run_id  # noqa: F401 - train.py imports these here
-from litseg.training.stages import StagePlan, _rewards_logged, run_stages  # noqa: F401 - _rewards_logged: tests
+from litseg.training.stages import StagePlan, run_stages
 from litseg.chunkers.tagger import WRITER_SCHEMA
 from litseg.training.tagger_files import assemble_tagger, boundary_metrics
 from litseg.training.writer_data import evaluate_writer
 from litseg.utils.task import Task, start_task
+from litseg.llm.adapter_config import inference_llm_config
+from litseg.llm.factory import build_llm
+from litseg.training.adapters import merge_adapter
+from litseg.training.builders import (
+    bound_cpu_heap,
+    check_generation_batch,
+    completion_length,
+    device_kind,
+    engine_memory_fraction,
+    is_main_process,
+    leave_zero3,
+    load_tokenizer,
+    resolve_model_path,
+    visible_gpus,
+)
+from litseg.training.evaluation import evaluate_split
+from litseg.training.loggers import RunLogger
+from litseg.training.rewards import RewardContext, build_rewards
+from litseg.training.synthetic import load_prompt, make_synthetic_run
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +61,6 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     (:func:`~litseg.training.launch.check_devices`), and a judge that does not answer under its
     configured name (the rewards' ``check``); teacher runs that are missing or not a teacher's are
     named before the judge is asked."""
-    from litseg.training.builders import visible_gpus
-
     tc: TrainConfig = train_config_from(cfg)
     if not tc.prompt:
         raise ValueError("no prompt: compose with prompt=litseg_lite (or an ablation prompt)")
@@ -63,9 +79,6 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
 def _train(tc: TrainConfig, cfg: Any, run_dir: str | Path | None, reward_funcs: list[Any],
            reward_weights: list[float]) -> dict[str, Any]:
     from transformers import set_seed
-
-    from litseg.training.builders import bound_cpu_heap, device_kind, is_main_process, leave_zero3, load_tokenizer
-    from litseg.training.loggers import RunLogger
 
     main = is_main_process()
     task = start_task("train", cfg, run_dir, fallback=DEFAULT_DIR, write=main)
@@ -107,9 +120,6 @@ def _train(tc: TrainConfig, cfg: Any, run_dir: str | Path | None, reward_funcs: 
 def _build_data(tc: TrainConfig, tokenizer: Any, out: Path, main: bool) -> tuple[Any, Any, list[str]]:
     """The DatasetDict of the teacher runs (a synthetic teacher run for smoke runs without any),
     its report written as data_report.json; GRPO refused early when one batch cannot be filled."""
-    from litseg.training.data import build_datasets, write_report
-    from litseg.training.synthetic import load_prompt, make_synthetic_run
-
     runs: list[str] = list(tc.data.runs)
     if not runs and tc.data.synthetic:
         with main_first():
@@ -125,8 +135,6 @@ def _build_data(tc: TrainConfig, tokenizer: Any, out: Path, main: bool) -> tuple
 
 def _rewards(tc: TrainConfig) -> tuple[list[Any], list[float]]:
     """The reward functions and weights (for GRPO and for the evaluation), none when neither runs."""
-    from litseg.training.rewards import RewardContext, build_rewards
-
     if "grpo" not in tc.stage.run and not tc.eval.enabled:
         return [], []
     context = RewardContext(judge_rubric=tc.judge or None, judge_llm=tc.judge_llm or None)
@@ -153,9 +161,6 @@ def _close_rewards(reward_funcs: list[Any]) -> None:
 
 def _final_adapter(tc: TrainConfig, out: Path, adapter_in: Path | None, main: bool) -> tuple[Path | None, Path | None]:
     """The last stage's adapter copied to ``adapter/`` and, when asked, merged into ``merged/``."""
-    from litseg.training.adapters import merge_adapter
-    from litseg.training.builders import resolve_model_path
-
     final_adapter: Path | None = None
     if adapter_in is not None and tc.stage.run and main and tc.output.save_adapter:
         final_adapter = out / "adapter"
@@ -169,10 +174,6 @@ def _final_adapter(tc: TrainConfig, out: Path, adapter_in: Path | None, main: bo
 
 def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dict[str, float]:
     """The rewards of the trained model (the base model when no stage ran) on the held-out split."""
-    from litseg.llm.factory import build_llm
-    from litseg.llm.adapter_config import inference_llm_config
-    from litseg.training.builders import completion_length, resolve_model_path
-
     tc = plan.tc
     if not tc.eval.enabled or not plan.main:
         return {}
@@ -207,16 +208,12 @@ def _engine_memory() -> dict[str, Any]:
     """vLLM's share of the GPU for the evaluation engine inside this process: what is free once the
     trainer's CUDA cache is returned (a judge served beside it keeps its own share), not the
     engine's 0.9 of the whole card, which the trainer's leftovers and the judge would not leave it."""
-    from litseg.training.builders import engine_memory_fraction
-
     fraction = engine_memory_fraction()
     return {} if fraction is None else {"gpu_memory_utilization": fraction}
 
 
 def evaluate_split_rows(rows: Any, llm: Any, reward_funcs: list[Any], reward_weights: list[float],
                         max_new_tokens: int, tc: TrainConfig, samples_path: Path) -> dict[str, float]:
-    from litseg.training.evaluation import evaluate_split
-
     return evaluate_split(list(rows), llm, reward_funcs, reward_weights, max_new_tokens=max_new_tokens,
                           constrained=tc.eval.constrained, batch_size=tc.eval.batch_size,
                           samples_path=samples_path)
@@ -272,8 +269,6 @@ def check_grpo_examples(settings: Any, n_train: int) -> None:
     """GRPO draws ``generation batch / num_generations`` distinct prompts per generation batch;
     with fewer training examples than that there is not one batch to train on (TRL only says
     "max_steps must be set")."""
-    from litseg.training.builders import check_generation_batch
-
     batch = check_generation_batch(settings)
     prompts = batch // settings.num_generations
     if n_train < prompts:

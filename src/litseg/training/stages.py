@@ -22,9 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from litseg.models import resolve_adapter
+from litseg.models import adapter_digest, resolve_adapter
 from litseg.training.config import TrainConfig, to_dict
 from litseg.training.launch import barrier
+from litseg.training.adapters import save_adapter
+from litseg.training.builders import (
+    build_grpo_trainer,
+    build_sft_trainer,
+    free_gpu_cache,
+    is_zero3,
+    load_model,
+    resolve_model_path,
+    trainer_args,
+)
+from litseg.training.params import changed_tensors, trainable_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +82,6 @@ def _reward_identity(fn: Any) -> Any:
 def stage_settings(plan: StagePlan, kind: str, adapter_in: Path | None) -> dict[str, Any]:
     """Everything the adapter of stage ``kind`` depends on (a rerun reuses the stage only when all
     of it is unchanged)."""
-    from litseg.models import adapter_digest
-
     tc = plan.tc
     if kind == "boundary":  # the nets read the teacher units only: no chat model, prompt or adapter
         return {"stage": to_dict(tc.stage.boundary), "seed": tc.seed, "runs": list(plan.runs),
@@ -101,7 +110,7 @@ def _resume_checkpoint(setting: str, checkpoints: Path) -> str | None:
     return setting
 
 
-def _rewards_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
+def rewards_logged(history: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether GRPO's logged rewards ever gave a learning signal.
 
     ``all_zero``: the mean reward and its spread were 0 at every logged step (every reward was
@@ -157,7 +166,7 @@ def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Pa
         reused = _reused(plan, stage_dir, settings)
         if kind == "boundary":  # LitSeg-Tagger's reading half: no adapter, the chat model is not loaded
             if reused is None:
-                from litseg.training.tagger import run_boundary_stage
+                from litseg.training.tagger import run_boundary_stage  # lazy: training.tagger imports torch
 
                 reused = run_boundary_stage(plan, stage_dir)
                 (stage_dir / MARKER).write_text(json.dumps({"settings_hash": _settings_hash(settings),
@@ -179,8 +188,6 @@ def run_stages(plan: StagePlan, warnings: list[str]) -> tuple[dict[str, Any], Pa
 
 
 def _trainer_args(plan: StagePlan, kind: str, stage_dir: Path, warnings: list[str]) -> Any:
-    from litseg.training.builders import trainer_args
-
     args, warning = trainer_args(plan.tc, kind, plan.datasets, stage_dir / "checkpoints",
                                  run_name=f"{plan.tc.experiment_name}-{kind}", report_to=plan.report_to,
                                  reward_weights=plan.reward_weights, longest_reference=plan.longest)
@@ -190,8 +197,6 @@ def _trainer_args(plan: StagePlan, kind: str, stage_dir: Path, warnings: list[st
 
 
 def _trainer(plan: StagePlan, kind: str, model: Any, args: Any, callbacks: list[Any]) -> Any:
-    from litseg.training.builders import build_grpo_trainer, build_sft_trainer
-
     if kind == "sft":
         return build_sft_trainer(plan.tc, model, plan.tokenizer, plan.datasets, args, callbacks=callbacks)
     return build_grpo_trainer(plan.tc, model, plan.tokenizer, plan.datasets, args,
@@ -200,8 +205,6 @@ def _trainer(plan: StagePlan, kind: str, model: Any, args: Any, callbacks: list[
 
 def adapter_metadata(tc: TrainConfig, kind: str, commit: str | None) -> dict[str, Any]:
     """What a saved adapter records about how it was trained (its model card reads it)."""
-    from litseg.training.builders import resolve_model_path
-
     return {"base_model": tc.model.path, "base_model_resolved": resolve_model_path(tc.model),
             "model_name": tc.model.name, "experiment": tc.experiment_name, "stage": kind,
             "prompt": tc.prompt["name"], "prompt_version": str(tc.prompt["version"]), "schema": tc.prompt["schema"],
@@ -211,10 +214,7 @@ def adapter_metadata(tc: TrainConfig, kind: str, commit: str | None) -> dict[str
 def run_stage(plan: StagePlan, kind: str, stage_dir: Path, adapter_in: Path | None,
               warnings: list[str]) -> dict[str, Any]:
     """Train one stage from ``adapter_in`` (None: the base model); its record."""
-    from litseg.training.adapters import save_adapter
-    from litseg.training.builders import free_gpu_cache, is_zero3, load_model
-    from litseg.training.callbacks import MetricsFileCallback, StepTimeCallback
-    from litseg.training.params import changed_tensors, trainable_snapshot
+    from litseg.training.callbacks import MetricsFileCallback, StepTimeCallback  # lazy: imports transformers
 
     started = time.time()
     # The TRL config first: under accelerate's ZeRO-3 it is what makes the model load sharded.
@@ -241,7 +241,7 @@ def run_stage(plan: StagePlan, kind: str, stage_dir: Path, adapter_in: Path | No
         "last_logged": _last_logged(trainer.state.log_history),
     }
     if kind == "grpo":
-        record["rewards"] = _rewards_logged(trainer.state.log_history)
+        record["rewards"] = rewards_logged(trainer.state.log_history)
     del trainer, model, args
     free_gpu_cache()  # the next stage, or an evaluation engine, gets the memory back
     return record

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from litseg.llm.base import ChatRequest
+from litseg.annotation.annotate import annotate
+from litseg.chunkers.litseg_lite import LitSegLiteChunker
+from litseg.llm.testing import ScriptedChatModel
+from litseg.segmentation.preprocess import prepare_document
 
 DEMO_STORY = Path(__file__).resolve().parents[1] / "data" / "demo" / "the_two_lanterns.md"
 _INDEX = re.compile(r"^\[(\d+)\]", re.MULTILINE)
@@ -66,11 +70,6 @@ def write_demo_books(target: Path) -> list[Path]:
 
 def make_synthetic_run(out_dir: str | Path, *, max_words: int = 250, prompt: dict[str, Any] | None = None) -> Path:
     """Annotate the demo books with the scripted teacher into ``out_dir`` (reused when complete)."""
-    from litseg.chunkers.litseg_lite import LitSegLiteChunker
-    from litseg.llm.testing import ScriptedChatModel
-    from litseg.annotation.annotate import annotate
-    from litseg.segmentation.preprocess import prepare_document
-
     out = Path(out_dir)
     if (out / "run_summary.json").is_file():
         return out

@@ -46,7 +46,7 @@ from litseg.chunkers.tagger_model import (
 from litseg.segmentation.agreement import micro_boundary_f1
 from litseg.segmentation.cut_decoding import blocks_from_cuts, decode_cuts
 from litseg.training.config import BoundarySettings
-from litseg.training.data import TeacherUnit
+from litseg.training.data import DataReport, TeacherUnit, teacher_units_by_split
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,6 @@ class EncodedUnit:
 def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict[str, Any]:
     """Sentence embeddings of every unit (unit key -> float32 array), cached in ``cache``."""
     import numpy as np
-
-    from litseg.chunkers.tagger import encoder_text
-    from litseg.embeddings import load_embedder
 
     stored: dict[str, Any] = {}
     if cache.is_file():
@@ -317,8 +314,6 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
 def run_boundary_stage(plan: Any, stage_dir: Path) -> dict[str, Any]:
     """The ``boundary`` stage of ``train.py``: the teacher units of the run's data, by split, through
     :func:`train_tagger_nets`; the stage record says which tensors training changed."""
-    from litseg.training.data import DataReport, teacher_units_by_split
-
     tc = plan.tc
     started = time.time()
     report = DataReport(schema="boundary", prompt_version=str(tc.prompt.get("version", "")))

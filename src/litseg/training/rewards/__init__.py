@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, _column, _log, completion_text
+from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, column, log_metric, completion_text
 from litseg.training.rewards.format import DEFAULT_FORMAT_CREDITS, FormatScore, format_score, make_format_reward
 from litseg.training.rewards.judge import (
     CORRECTION,
@@ -57,7 +57,7 @@ from litseg.utils.registry import import_target
 __all__ = [
     "CORRECTION", "DEFAULT_FORMAT_CREDITS", "REWARDS", "FormatScore", "JudgeRubric", "JudgeStats",
     "JudgeUnavailableError", "JudgementError", "NarratologicalJudgeReward", "RewardContext", "RewardFn",
-    "_column", "_log", "build_reward", "build_rewards", "chunk_lines", "completion_text", "format_score",
+    "column", "log_metric", "build_reward", "build_rewards", "chunk_lines", "completion_text", "format_score",
     "judge_json_schema", "make_format_reward", "parse_judgement",
 ]
 

@@ -42,7 +42,7 @@ def completion_text(completion: Any) -> str:
     return ""
 
 
-def _column(columns: Mapping[str, Any], name: str, n: int, default: Any = None) -> list[Any]:
+def column(columns: Mapping[str, Any], name: str, n: int, default: Any = None) -> list[Any]:
     values = columns.get(name)
     if values is None:
         if default is None:
@@ -54,7 +54,8 @@ def _column(columns: Mapping[str, Any], name: str, n: int, default: Any = None) 
     return values
 
 
-def _log(columns: Mapping[str, Any], name: str, value: float) -> None:
+def log_metric(columns: Mapping[str, Any], name: str, value: float) -> None:
+    """Report ``name`` through the ``log_metric`` hook among the reward columns, when there is one."""
     hook = columns.get("log_metric")
     if callable(hook):
         hook(name, float(value))

@@ -15,14 +15,14 @@ from typing import Any
 from litseg.segmentation.agreement import boundary_f1
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import get_schema
-from litseg.training.rewards.base import REWARDS, _column, _log, completion_text
+from litseg.training.rewards.base import REWARDS, column, log_metric, completion_text
 
 
 def make_boundary_reward(tolerance: int = 1, name: str = "boundary") -> Any:
     def boundary_reward(completions: list[Any], **columns: Any) -> list[float]:
         n = len(completions)
-        refs = _column(columns, "reference", n)
-        schemas = _column(columns, "schema", n, default="lite")
+        refs = column(columns, "reference", n)
+        schemas = column(columns, "schema", n, default="lite")
         scores: list[float] = []
         unread = 0
         cache: dict[tuple[str, str], list[Any]] = {}
@@ -40,7 +40,7 @@ def make_boundary_reward(tolerance: int = 1, name: str = "boundary") -> Any:
                 scores.append(0.0)
                 continue
             scores.append(boundary_f1(got.segments, cache[key], tolerance).f1)
-        _log(columns, f"{name}/unreadable", unread)
+        log_metric(columns, f"{name}/unreadable", unread)
         return scores
 
     boundary_reward.__name__ = name

@@ -10,7 +10,7 @@ from typing import Any
 from litseg.segmentation.parsing import ParseResult, parse_answer
 from litseg.segmentation.schema import get_schema
 from litseg.segmentation.validation import IssueCode, covered_indices, validate_segments
-from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, _column, _log, completion_text
+from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, column, log_metric, completion_text
 
 
 #: Credit for each check (they add up to 1.0). See docs/training.md for the table.
@@ -72,13 +72,13 @@ def make_format_reward(credits: Mapping[str, float] | None = None, lenient_schem
         raise ValueError("format reward credits must be >= 0")
 
     def format_reward(completions: list[Any], **columns: Any) -> list[float]:
-        n_col = _column(columns, "n_sentences", len(completions))
-        schema_col = _column(columns, "schema", len(completions), default="lite")
+        n_col = column(columns, "n_sentences", len(completions))
+        schema_col = column(columns, "schema", len(completions), default="lite")
         scores = [format_score(completion_text(c), int(n), str(s), credits=table,
                                lenient_schema_share=lenient_schema_share)
                   for c, n, s in zip(completions, n_col, schema_col)]
-        _log(columns, f"{name}/unparsed", sum(sc.parsed.value is None for sc in scores))
-        _log(columns, f"{name}/strict_ok", sum(sc.parsed.strict_ok for sc in scores) / max(1, len(scores)))
+        log_metric(columns, f"{name}/unparsed", sum(sc.parsed.value is None for sc in scores))
+        log_metric(columns, f"{name}/strict_ok", sum(sc.parsed.strict_ok for sc in scores) / max(1, len(scores)))
         return [sc.total for sc in scores]
 
     format_reward.__name__ = name

@@ -18,7 +18,9 @@ from litseg.errors import SetupError
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import is_valid
-from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, _column, _log, completion_text
+from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, column, log_metric, completion_text
+from litseg.llm.base import ChatRequest, Completion
+from litseg.llm.factory import build_llm
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +221,6 @@ class NarratologicalJudgeReward:
     @property
     def llm(self) -> Any:
         if not hasattr(self._llm, "chat_batch"):
-            from litseg.llm.factory import build_llm
-
             self._llm = build_llm(self._llm)
         return self._llm
 
@@ -253,16 +253,12 @@ class NarratologicalJudgeReward:
 
     def _request(self, messages: list[dict[str, str]], num_chunks: int, seed: int | None = None,
                  widen: int = 1) -> Any:
-        from litseg.llm.base import ChatRequest
-
         schema = judge_json_schema(self.rubric.dimensions, num_chunks) if self.constrained else None
         budget = reply_budget(len(self.rubric.dimensions), num_chunks) * widen
         return ChatRequest(messages=messages, json_schema=schema, max_tokens=budget,
                            temperature=self.temperature, seed=seed)
 
     def _ask(self, requests: list[Any]) -> list[Any]:
-        from litseg.llm.base import Completion
-
         try:
             answers = self.llm.chat_batch(requests)
             if len(answers) != len(requests):
@@ -381,9 +377,9 @@ class NarratologicalJudgeReward:
 
     def __call__(self, completions: list[Any], **columns: Any) -> list[float]:
         n = len(completions)
-        chapters = _column(columns, "chapter", n)
-        schemas = _column(columns, "schema", n, default="lite")
-        sizes = _column(columns, "n_sentences", n)
+        chapters = column(columns, "chapter", n)
+        schemas = column(columns, "schema", n, default="lite")
+        sizes = column(columns, "n_sentences", n)
         answers = [self.student_segments(completion_text(c), str(schema), int(size))
                    for c, schema, size in zip(completions, schemas, sizes)]
         rewards, judged = self.judge([str(c) for c in chapters], answers)
@@ -392,7 +388,7 @@ class NarratologicalJudgeReward:
         for key in ("unjudgeable", "requests", "calls", "retries", "failures"):
             setattr(self.stats, key, getattr(self.stats, key) + counts[key])
         for key in ("failures", "retries", "unjudgeable"):
-            _log(columns, f"{self.name}/{key}", counts[key])
+            log_metric(columns, f"{self.name}/{key}", counts[key])
         self._check_failures(counts)
         return rewards
 
