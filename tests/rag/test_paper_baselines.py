@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from litseg.rag.derived_chunks import ChunkSetBuilder, expand_derived, split_merge
-from litseg.rag.metrics import chunk_statistics, main_text_overlap
+from litseg.rag.chunk_quality import chunk_statistics, main_text_overlap
 from litseg.rag.chunk_sets import ChunkerSpec
 from litseg.rag.evaluation.sources import build_chunkset, resolve_chunkers
 from tests.conftest import REPO

@@ -14,16 +14,10 @@ import pytest
 
 from litseg.rag import metrics
 from litseg.rag.metrics import (
-    boundary_similarity,
-    boundary_text_pairs,
-    chunk_boundaries,
-    chunk_statistics,
-    context_usage,
     exact_match,
     first_relevant_rank,
     generation_scores,
     hit_at_k,
-    length_distribution,
     meteor,
     normalize_answer,
     question_retrieval_scores,
@@ -34,9 +28,17 @@ from litseg.rag.metrics import (
     reciprocal_rank,
     retrieval_scores,
     rouge_l,
+    token_f1,
+)
+from litseg.rag.chunk_quality import (
+    boundary_similarity,
+    boundary_text_pairs,
+    chunk_boundaries,
+    chunk_statistics,
+    context_usage,
+    length_distribution,
     segment_quality,
     sentence_break_share,
-    token_f1,
 )
 from litseg.rag.stats import bootstrap_ci, paired_comparison
 

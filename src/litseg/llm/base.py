@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from litseg.errors import UNAVAILABLE, SetupError  # noqa: F401 - UNAVAILABLE re-exported for backends
+from litseg.errors import SetupError
 from litseg.models import MODELS_DIR, adapter_digest
 from litseg.segmentation.types import NamedTokenizer
 

@@ -48,9 +48,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from litseg.llm.base import UNAVAILABLE, ChatModel, ChatRequest, Completion, ModelUnavailable
-from litseg.llm.config import LOAD_BALANCING, OpenAIBackendConfig, OpenAILLMConfig  # noqa: F401 - re-exported
-from litseg.llm.config import normalise_base_url as _normalise_base_url  # noqa: F401 - re-exported
+from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable
+from litseg.errors import UNAVAILABLE
+from litseg.llm.config import OpenAIBackendConfig, OpenAILLMConfig
 from litseg.llm.decoding import NEUTRAL_SAMPLING
 from litseg.llm.http_support import LoopThread as _LoopThread
 from litseg.llm.http_support import close_clients, retry_after as _retry_after

@@ -42,15 +42,8 @@ from pathlib import Path
 from dataclasses import asdict, fields
 from typing import Any
 
-from litseg.llm.base import (
-    UNAVAILABLE,
-    ChatModel,
-    ChatRequest,
-    Completion,
-    ModelUnavailable,
-    adapter_identity,
-    tokenizer_label,
-)
+from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable, adapter_identity, tokenizer_label
+from litseg.errors import UNAVAILABLE
 from litseg.segmentation.types import NamedTokenizer
 from litseg.llm.config import VLLMBackendConfig, VLLMLLMConfig
 from litseg.llm.decoding import NEUTRAL_SAMPLING

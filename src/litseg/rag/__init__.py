@@ -22,16 +22,15 @@ from litseg.rag.evidence import (
     span_overlap_relevant,
 )
 from litseg.rag.metrics import (
-    chunk_statistics,
     exact_match,
     generation_scores,
     meteor,
     random_retrieval_scores,
     retrieval_scores,
     rouge_l,
-    segment_quality,
     token_f1,
 )
+from litseg.rag.chunk_quality import chunk_statistics, segment_quality
 from litseg.rag.stats import bootstrap_ci, paired_comparison
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Metrics of a chunk set itself, before any question: chunk statistics (lengths, context use,
 overlap, the share over an embedder's window) and segment quality (cuts on sentence breaks,
-similarity across each cut). Re-exported by :mod:`litseg.rag.metrics`."""
+similarity across each cut). The question-level metrics are in :mod:`litseg.rag.metrics`."""
 
 from __future__ import annotations
 

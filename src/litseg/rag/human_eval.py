@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.rag.rows import count_of, text_of
-from litseg.rag.agreement import labels_by_rater, cohen_kappas, fleiss_kappa, icc2_1  # noqa: F401 - re-exported
+from litseg.rag.agreement import labels_by_rater, cohen_kappas, fleiss_kappa, icc2_1
 
 DIMENSIONS: tuple[str, ...] = ("content_completeness", "topical_coherence", "boundary_placement")
 DIMENSION_TITLES: dict[str, str] = {

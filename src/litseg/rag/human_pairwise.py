@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from litseg.rag.rows import count_of, text_of
-from litseg.rag.human_eval import SHEET_SCRIPT, cohen_kappas, fleiss_kappa, read_key
+from litseg.rag.human_eval import SHEET_SCRIPT, read_key
+from litseg.rag.agreement import cohen_kappas, fleiss_kappa
 from litseg.rag.evaluation.run import load_suite
 from litseg.rag.report import safe_name
 from litseg.rag.stats import bootstrap_ci

@@ -23,19 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from litseg.rag.chunk_quality import (  # noqa: F401 - re-exported: the metrics of a chunk set
-    boundary_similarity,
-    boundary_text_pairs,
-    chunk_boundaries,
-    chunk_statistics,
-    context_usage,
-    length_distribution,
-    main_text_overlap,
-    mean_or_none,
-    on_sentence_break,
-    segment_quality,
-    sentence_break_share,
-)
 
 Span = tuple[int, int]
 DEFAULT_KS: tuple[int, ...] = (1, 3, 5, 10)

@@ -24,7 +24,7 @@ from litseg.training.config import (
 
 from litseg.llm.decoding import neutral_generation_config
 from litseg.llm.local_models import local_model_path
-from litseg.training.launch import is_main_process, world_size  # noqa: F401 - re-exported
+from litseg.training.launch import is_main_process, world_size
 from litseg.errors import SetupError
 from litseg.training.sft_loss import selective_sft_trainer_class
 

@@ -33,12 +33,12 @@ from litseg.training.builders import (
     completion_length,
     device_kind,
     engine_memory_fraction,
-    is_main_process,
     leave_zero3,
     load_tokenizer,
     resolve_model_path,
     visible_gpus,
 )
+from litseg.training.launch import is_main_process
 from litseg.training.evaluation import evaluate_split
 from litseg.training.loggers import RunLogger
 from litseg.training.rewards import RewardContext, build_rewards

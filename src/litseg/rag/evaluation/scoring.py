@@ -17,13 +17,8 @@ from litseg.rag.chunk_sets import ChunkSet, fallback_summary
 from litseg.segmentation.types import Chunk, Document
 from litseg.rag.evidence import chunk_is_relevant, evidence_recovered_chars, normalize_for_match
 from litseg.rag.index import BM25Encoder, ChunkIndex, IndexedChunk, build_bm25_encoder
-from litseg.rag.metrics import (
-    chunk_statistics,
-    question_retrieval_scores,
-    random_hit_at_k,
-    random_mrr,
-    segment_quality,
-)
+from litseg.rag.metrics import question_retrieval_scores, random_hit_at_k, random_mrr
+from litseg.rag.chunk_quality import chunk_statistics, segment_quality
 from litseg.rag.retrieve import HybridRetriever
 from litseg.rag.stores import collection_name
 

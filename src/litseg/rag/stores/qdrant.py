@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from litseg.rag.stores import STORES, collection_name  # noqa: F401 - re-exported
+from litseg.rag.stores import STORES
 from litseg.rag.config import StoreConfig
 from litseg.utils.config import from_dict
 
