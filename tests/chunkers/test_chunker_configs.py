@@ -4,8 +4,10 @@ found through one Registry that discovers litseg.chunkers."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import subprocess
 import sys
+import typing
 from dataclasses import dataclass
 
 import pytest
@@ -52,6 +54,26 @@ def test_each_chunker_config_defaults_equal_its_yaml(option: str) -> None:
         if getattr(typed, f.name) != default:
             drift.append(f"{f.name}: code {default!r} vs YAML {getattr(typed, f.name)!r}")
     assert not drift, f"conf/method/{option}.yaml vs {type(typed).__name__}: {drift}"
+
+
+def _built_class(name: str) -> type | None:
+    """The chunker class the factory of ``name`` says it returns (None: only ``Chunker``)."""
+    returned = typing.get_type_hints(CHUNKERS.get(name)).get("return")
+    return returned if isinstance(returned, type) and returned is not Chunker else None
+
+
+@pytest.mark.parametrize("name", sorted(set(OPTIONS) | {"litseg_tagger"}))
+def test_a_chunker_constructor_repeats_no_default_of_its_config(name: str) -> None:
+    """A setting's default lives in the config class (kept equal to the YAML by the test above);
+    the chunker's constructor takes the setting without a default of its own, so the two cannot
+    drift apart (LitSeg-Lite's max_new_tokens once said 1024 in the constructor, 3072 in the YAML)."""
+    cls = _built_class(name)
+    if cls is None:
+        pytest.skip(f"the factory of {name!r} names no chunker class")
+    fields = {f.name for f in dataclasses.fields(config_class(name))}
+    repeated = [p.name for p in inspect.signature(cls.__init__).parameters.values()
+                if p.name in fields and p.default is not inspect.Parameter.empty]
+    assert not repeated, f"{cls.__name__}.__init__ repeats defaults of {config_class(name).__name__}: {repeated}"
 
 
 def test_registry_discovers_every_chunker_module_and_the_imported_one() -> None:

@@ -104,14 +104,14 @@ def test_the_retry_loop_stops_at_an_unreachable_model_without_a_feedback_turn() 
     with pytest.raises(ModelUnreachable, match="connection failed") as info:
         segment_with_retries(ask, [{"role": "user", "content": "[1] a [2] b [3] c"}], n=3,
                              answer_model=get_schema("segments"), sentence_words=[1, 1, 1], max_fallback_words=50,
-                             max_retries=2)
+                             max_retries=2, fallback="pieces")
     assert len(asked) == 1  # no second try, and no correction request about a reply that never came
     assert info.value.diagnostics["attempts"][0]["error"].startswith("connection failed")
     # A plain error (the server refused this request) is still retried as before.
     replies[0] = Completion(text="", error="HTTP 400: prompt too long", finish_reason="error")
     asked.clear()
     outcome = segment_with_retries(ask, [{"role": "user", "content": "x"}], n=3, answer_model=get_schema("segments"),
-                                   sentence_words=[1, 1, 1], max_fallback_words=50, max_retries=2)
+                                   sentence_words=[1, 1, 1], max_fallback_words=50, max_retries=2, fallback="pieces")
     assert len(asked) == 2 and outcome.diagnostics.fallback == "none"
 
 

@@ -286,7 +286,7 @@ def test_zero_loss_through_the_retry_loop(data: st.DataObject, unit_doc: tuple[D
     schema = data.draw(st.sampled_from(["lite", "stage3", "lite_no_theory", "lite_no_turning_points"]))
     out = segment_with_retries(ask, [{"role": "user", "content": "go"}], n=n, answer_model=SCHEMAS[schema],
                                sentence_words=sentence_words(doc, unit), max_fallback_words=MAX_WORDS,
-                               max_retries=2)
+                               max_retries=2, fallback="pieces")
     event(f"fallback={out.diagnostics.fallback} tries={out.diagnostics.tries}")
     assert validate_segments(out.segments, n) == []
     assert out.diagnostics.tries == len(calls) <= 3
@@ -330,7 +330,7 @@ def test_zero_loss_through_the_retry_loop_for_fuzzed_replies(seed: int, unit_doc
         return script[len(calls) - 1]
 
     out = segment_with_retries(ask, [{"role": "user", "content": "go"}], n=n, answer_model=rng.choice(BULK_SCHEMAS),
-                               sentence_words=sentence_words(doc, unit), max_fallback_words=MAX_WORDS, max_retries=2)
+                               sentence_words=sentence_words(doc, unit), max_fallback_words=MAX_WORDS, max_retries=2, fallback="pieces")
     assert validate_segments(out.segments, n) == []
     assert out.diagnostics.tries == len(calls) <= 3
     if out.diagnostics.tries < 3:

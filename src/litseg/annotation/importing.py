@@ -359,17 +359,18 @@ class ImportedChunker(Chunker):
     mapped annotation.
     """
 
-    def __init__(self, annotations: str, *, source_root: str | None = None, origin: str = "litseg",
-                 fallback_max_words: int = 400, context_position: str = "auto", name: str = "imported") -> None:
-        self.name = name
+    def __init__(self, annotations: str, **settings: Any) -> None:
+        """``settings`` are the other fields of :class:`ImportedConfig`; one left out takes its default."""
+        config = ImportedConfig(**{"name": "imported", **settings, "annotations": annotations})
+        self.name = config.name
         self.path = Path(annotations).expanduser()
         if not self.path.is_file():
             raise FileNotFoundError(f"method.annotations: no such file {self.path}")
         self.records = read_records(self.path)
-        self.roots = default_roots(self.path, source_root)
-        self.origin = origin
-        self.fallback_max_words = fallback_max_words
-        self.context_position = context_position
+        self.roots = default_roots(self.path, config.source_root)
+        self.origin = config.origin
+        self.fallback_max_words = config.fallback_max_words
+        self.context_position = config.context_position
         self.answer_model = get_schema("stage3")
         self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
         self._mapped: dict[tuple[str, str], MappedUnit] = {}
@@ -461,7 +462,7 @@ class ImportedChunker(Chunker):
         outcome = segment_with_retries(
             ask, [], n=unit.n_sentences, answer_model=self.answer_model,
             sentence_words=sentence_word_counts(doc, unit), max_fallback_words=self.fallback_max_words,
-            max_retries=0)
+            max_retries=0, fallback="pieces")
         chunks = build_chunks(doc, unit, outcome.segments, method=self.name, context_position=self.context_position)
         diag = outcome.diagnostics.to_dict()
         stage3 = {"status": "ok" if outcome.diagnostics.fallback == "none" else outcome.diagnostics.fallback,

@@ -148,28 +148,12 @@ class StageResult:
 class LitSegChunker(LLMChunker):
     """The LitSeg teacher. ``prompt`` is a staged prompt (``conf/prompt/litseg.yaml``)."""
 
-    def __init__(
-        self,
-        llm: ChatModel,
-        prompt: Mapping[str, Any],
-        *,
-        name: str = "litseg",
-        max_retries: int = 2,
-        stage_max_retries: int | None = None,
-        max_new_tokens: int = 3072,
-        summary_max_new_tokens: int = 2048,
-        constrained: bool = True,
-        bounded_schema: bool = True,
-        schema_limits: Mapping[str, Any] | SchemaLimits | None = None,
-        fallback: str = "whole_unit",
-        fallback_max_words: int = 400,
-        context_position: str = "auto",
-        length_reference: Mapping[str, Any] | None = None,
-        feedback: Mapping[str, Any] | None = None,
-        skip_stages: Sequence[str] = (),
-        workers: int = 32,
-        max_batch: int | None = None,
-    ) -> None:
+    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *,
+                 feedback: Mapping[str, Any] | None = None,
+                 length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        """``settings`` are fields of :class:`LitSegConfig` (``conf/method/litseg.yaml``);
+        one left out takes the config's default, the only one there is."""
+        config = LitSegConfig(**{"name": "litseg", **settings})
         if not is_staged_prompt(prompt):
             raise ValueError("method=litseg needs a staged teacher prompt with `system` and `stages` "
                              "(prompt=litseg); got a single-pass prompt")
@@ -179,39 +163,39 @@ class LitSegChunker(LLMChunker):
         }
         if not has_segments(self.answer_models["stage3"]):
             raise ValueError("the teacher's stage3 schema must carry segments")
-        unknown = sorted(set(skip_stages) - set(SUMMARY_STAGES))
+        unknown = sorted(set(config.skip_stages) - set(SUMMARY_STAGES))
         if unknown:
             raise ValueError(f"skip_stages may name {list(SUMMARY_STAGES)} only (stage 3 makes the "
                              f"segments), got {unknown}")
-        for label, value in (("max_retries", max_retries), ("stage_max_retries", stage_max_retries)):
+        for label, value in (("max_retries", config.max_retries), ("stage_max_retries", config.stage_max_retries)):
             if value is not None and value < 0:
                 raise ValueError(f"{label} must be >= 0, got {value}")
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        self.name = name
+        if config.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {config.workers}")
+        self.name = config.name
         self.llm = llm
-        self.max_retries = max_retries
-        self.stage_max_retries = max_retries if stage_max_retries is None else stage_max_retries
-        self.max_new_tokens = max_new_tokens
-        self.summary_max_new_tokens = summary_max_new_tokens
-        self.constrained = constrained
-        self.bounded_schema = bounded_schema
-        self.schema_limits = SchemaLimits.from_config(schema_limits)
-        self.fallback = check_unit_fallback(fallback)
-        self.fallback_max_words = fallback_max_words
-        self.context_position = context_position
+        self.max_retries = config.max_retries
+        self.stage_max_retries = config.max_retries if config.stage_max_retries is None else config.stage_max_retries
+        self.max_new_tokens = config.max_new_tokens
+        self.summary_max_new_tokens = config.summary_max_new_tokens
+        self.constrained = config.constrained
+        self.bounded_schema = config.bounded_schema
+        self.schema_limits = SchemaLimits.from_config(config.schema_limits)
+        self.fallback = check_unit_fallback(config.fallback)
+        self.fallback_max_words = config.fallback_max_words
+        self.context_position = config.context_position
         self.length_reference = dict(length_reference) if length_reference else None
         self.feedback_template = dict(feedback) if feedback else None
-        if constrained and bounded_schema:
+        if config.constrained and config.bounded_schema:
             for stage in SUMMARY_STAGES:
                 need = self.schema_limits.text_tokens(self.answer_models[stage])
-                if need > summary_max_new_tokens:
+                if need > config.summary_max_new_tokens:
                     log.warning("%s: a %s answer at its schema limits needs about %d tokens but "
                                 "summary_max_new_tokens is %d; long answers will be cut at the budget",
-                                name, stage, need, summary_max_new_tokens)
-        self.skip_stages = tuple(s for s in SUMMARY_STAGES if s in set(skip_stages))
-        self.workers = workers
-        self.max_batch = max_batch or max(64, workers)
+                                config.name, stage, need, config.summary_max_new_tokens)
+        self.skip_stages = tuple(s for s in SUMMARY_STAGES if s in set(config.skip_stages))
+        self.workers = config.workers
+        self.max_batch = config.max_batch or max(64, config.workers)
 
     # ------------------------------------------------------------------ identity
     def fingerprint(self) -> dict[str, Any]:

@@ -32,50 +32,35 @@ from litseg.segmentation.types import Document, Unit
 
 
 class LitSegLiteChunker(LLMChunker):
-    def __init__(
-        self,
-        llm: ChatModel,
-        prompt: Mapping[str, Any],
-        *,
-        name: str = "litseg_lite",
-        max_retries: int = 2,
-        max_new_tokens: int = 1024,
-        constrained: bool = True,
-        coverage_grammar: bool = True,
-        cut_at_paragraphs: bool = True,
-        bounded_schema: bool = True,
-        schema_limits: Mapping[str, Any] | SchemaLimits | None = None,
-        fallback: str = "whole_unit",
-        fallback_max_words: int = 400,
-        context_position: str = "auto",
-        length_reference: Mapping[str, Any] | None = None,
-        feedback: Mapping[str, Any] | None = None,
-        workers: int = 8,
-        max_batch: int = 64,
-    ) -> None:
+    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *,
+                 feedback: Mapping[str, Any] | None = None,
+                 length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        """``settings`` are fields of :class:`LitSegLiteConfig` (``conf/method/litseg_lite.yaml``);
+        one left out takes the config's default, the only one there is."""
+        config = LitSegLiteConfig(**{"name": "litseg_lite", **settings})
         for key in ("system", "user", "schema"):
             if key not in prompt:
                 raise ValueError(f"prompt config lacks {key!r} (is prompt= a single-pass prompt?)")
-        self.name = name
+        self.name = config.name
         self.llm = llm
         self.prompt = dict(prompt)
         self.answer_model = get_schema(str(prompt["schema"]))
-        self.max_retries = max_retries
-        self.max_new_tokens = max_new_tokens
-        self.constrained = constrained
+        self.max_retries = config.max_retries
+        self.max_new_tokens = config.max_new_tokens
+        self.constrained = config.constrained
         # Only the compact answer has a grammar; other schemas decode under their JSON Schema.
-        self.coverage_grammar = bool(coverage_grammar and constrained and prompt["schema"] in RANGE_FIRST)
+        self.coverage_grammar = bool(config.coverage_grammar and config.constrained and prompt["schema"] in RANGE_FIRST)
         # Cuts move to paragraph starts only where the prompt shows paragraphs to the model.
-        self.cut_at_paragraphs = bool(cut_at_paragraphs and prompt.get("paragraph_breaks"))
-        self.bounded_schema = bounded_schema
-        self.schema_limits = SchemaLimits.from_config(schema_limits)
-        self.fallback = check_unit_fallback(fallback)
-        self.fallback_max_words = fallback_max_words
-        self.context_position = context_position
+        self.cut_at_paragraphs = bool(config.cut_at_paragraphs and prompt.get("paragraph_breaks"))
+        self.bounded_schema = config.bounded_schema
+        self.schema_limits = SchemaLimits.from_config(config.schema_limits)
+        self.fallback = check_unit_fallback(config.fallback)
+        self.fallback_max_words = config.fallback_max_words
+        self.context_position = config.context_position
         self.length_reference = dict(length_reference) if length_reference else None
         self.feedback_template = dict(feedback) if feedback else None
-        self.workers = workers
-        self.max_batch = max_batch
+        self.workers = config.workers
+        self.max_batch = config.max_batch
 
     def fingerprint(self) -> dict[str, Any]:
         return {

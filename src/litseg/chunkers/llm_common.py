@@ -134,12 +134,13 @@ class LLMChunker(Chunker):
     :class:`~litseg.errors.SetupError` (the model cannot serve) stops the run.
     """
 
+    # Set by each subclass from its method config (conf/method/*.yaml holds the values).
     llm: ChatModel
-    fallback: str = "pieces"  # a unit that raises: "pieces" under fallback_max_words | "whole_unit" (one chunk)
-    fallback_max_words: int = 400
-    context_position: str = "auto"
-    workers: int = 8
-    max_batch: int = 64
+    fallback: str  # a unit that raises: "pieces" under fallback_max_words | "whole_unit" (one chunk)
+    fallback_max_words: int
+    context_position: str
+    workers: int
+    max_batch: int
 
     @abstractmethod
     def _segment(self, doc: Document, unit: Unit, ask: Ask) -> UnitResult: ...

@@ -189,9 +189,9 @@ def segment_with_retries(
     sentence_words: Sequence[int],
     max_fallback_words: int,
     extract_segments: Callable[[BaseModel], list[Segment]] = answer_segments,
+    fallback: str,
     max_retries: int = 2,
     feedback: Callable[[Sequence[ValidationIssue], int], str] = feedback_message,
-    fallback: str = "pieces",
     limits: SchemaLimits | None = None,
 ) -> SegmentationOutcome:
     """Ask for a segmentation of a unit of ``n`` sentences until it is valid or retries run out.
