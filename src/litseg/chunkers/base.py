@@ -143,6 +143,7 @@ def register(name: str, config: type[MethodConfig]) -> Callable[[ChunkerFactory]
     def deco(factory: ChunkerFactory) -> ChunkerFactory:
         CHUNKERS.register(name)(factory)
         register_config(name, config)
+        factory.method_config = config  # type: ignore[attr-defined]  # found when named "module:attr"
         return factory
 
     return deco
@@ -157,9 +158,14 @@ def register_config(name: str, schema: type[MethodConfig]) -> None:
 
 
 def config_class(name: str) -> type[MethodConfig]:
-    """The config class of chunker ``name`` (its module is imported first)."""
-    CHUNKERS.get(name)
-    return _CONFIGS[name]
+    """The config class of chunker ``name`` (its module is imported first); a factory named as
+    ``"package.module:attribute"`` brings its own through :func:`register`."""
+    factory = CHUNKERS.get(name)
+    schema = _CONFIGS.get(name) or getattr(factory, "method_config", None)
+    if schema is None:
+        raise ConfigError(f"chunker {name!r} has no config class: decorate its factory with "
+                          "@register(name, config=...) (litseg.chunkers.base)")
+    return schema
 
 
 def available() -> list[str]:

@@ -108,7 +108,10 @@ def build_chunker_from_config(method: Any, *, llm: Any = None, prompt: Any = Non
     if not name:
         raise ConfigValueError(f"method config needs a name; available: {', '.join(available())}")
     factory = _factory(str(name), ConfigValueError)
-    schema = config_class(str(name))
+    try:
+        schema = config_class(str(name))
+    except ConfigError as exc:
+        raise ConfigValueError(str(exc)) from None
     given = {"llm": llm, "prompt": prompt, "feedback": feedback, "length_reference": length_reference}
     require_groups(str(name), schema, given)
     check_parameter_types(name, schema, params)
