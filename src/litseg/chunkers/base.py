@@ -2,7 +2,7 @@
 
 A chunker receives a :class:`Document` whose units already carry indexed sentences and returns,
 per unit, chunks with exact spans into the source plus diagnostics. Chunkers are chosen by name
-(``method=...`` in Hydra config) through :func:`build_chunker`.
+(``method=...`` in Hydra config) through :func:`litseg.chunkers.build.build_chunker`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from litseg.llm.base import ChatModel
 from litseg.utils.config import ConfigError, config_schema
 from litseg.utils.registry import Registry
 from litseg.segmentation.types import Chunk, Document, Unit
-
 
 
 @dataclass(frozen=True, kw_only=True)
