@@ -32,7 +32,6 @@ from litseg.rag.config import BM25Config, EmbedderConfig
 from litseg.utils.config import ConfigError, from_dict
 
 if TYPE_CHECKING:
-    from litseg.rag.config import BM25Config, EmbedderConfig
     from litseg.rag.stores import VectorStore
 
 log = logging.getLogger(__name__)

@@ -15,16 +15,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.rag.replies import MISSING, json_field
 from litseg.rag.retrieve import Retrieved
 from litseg.rag.config import RerankConfig
 from litseg.utils.config import from_dict
-
-if TYPE_CHECKING:
-    from litseg.rag.config import RerankConfig
 
 
 class Reranker:

@@ -20,16 +20,13 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from litseg.rag.stores import STORES
 from litseg.rag.config import StoreConfig
 from litseg.utils.config import from_dict
-
-if TYPE_CHECKING:
-    from litseg.rag.config import StoreConfig
 
 log = logging.getLogger(__name__)
 
