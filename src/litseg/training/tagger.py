@@ -43,6 +43,8 @@ from litseg.chunkers.tagger_model import (
     save_nets,
     sentence_features,
 )
+from litseg.chunkers.tagger import encoder_text
+from litseg.embeddings import load_embedder
 from litseg.segmentation.agreement import micro_boundary_f1
 from litseg.segmentation.cut_decoding import blocks_from_cuts, decode_cuts
 from litseg.training.config import BoundarySettings

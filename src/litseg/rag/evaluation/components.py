@@ -9,6 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from litseg.rag.config import EvaluateConfig, evaluate_config
+from litseg.llm.factory import build_llm
+from litseg.rag.context_budget import ContextBudget
+from litseg.rag.generate import AnswerGenerator
+from litseg.rag.index import build_dense_encoder
+from litseg.rag.judge import RagJudge
+from litseg.rag.rerank import build_reranker
+from litseg.rag.retrieve import RetrievalSettings
 from litseg.rag.stores import VectorStore, build_store
 
 

@@ -22,6 +22,10 @@ from litseg.rag.evaluation.sources import build_chunkset, prepare_books, resolve
 from litseg.rag.stats import few_books_warning
 from litseg.segmentation.types import Document
 from litseg.utils.config import from_dict, to_plain
+from litseg.rag.ablations import find_student_runs, student_chunkers, write_ablation_table
+from litseg.rag.derived_chunks import ChunkSetBuilder
+from litseg.rag.report import main_table, markdown_table, write_report
+from litseg.utils.task import start_task
 
 log = logging.getLogger(__name__)
 
