@@ -129,8 +129,8 @@ comes from that run.
 ## Use
 
 ```bash
-python annotate.py input=book.txt                       # the default: this adapter on the embedded model
-python annotate.py input=book.txt llm=student llm.adapter=PATH   # another adapter of your own
+python annotate.py input=book.txt method=litseg_lite llm=student llm.adapter={meta['name']} prompt={meta.get('prompt')}   # this adapter
+python annotate.py input=book.txt method=litseg_lite llm=student llm.adapter=PATH   # another adapter of your own
 ```
 
 Prompt: `conf/prompt/{meta.get('prompt')}.yaml` (version `{meta.get('prompt_version')}`, answer
