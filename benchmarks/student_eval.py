@@ -59,6 +59,8 @@ SHARED = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared"))
 TEACHER_FILE = SHARED / "data" / "teacher" / "litseg_teacher_units.jsonl"
 DOC = REPO / "docs" / "training.md"
 SPLIT = "teacher-v2"
+#: The retrained LitSeg-Lite shipped in the package (src/litseg/models/).
+PAPER_STUDENT = "litseg-lite-range-first-smollm2-135m"
 #: LitSeg-Lite rows decode one answer a unit with this token budget and batch size on a CPU.
 LITE = ["method=litseg_lite", "method.max_new_tokens=1536", "llm.batch_size=1"]
 
@@ -86,7 +88,7 @@ def make_rows(paper_adapter: str | None, tagger: str | None) -> dict[str, Row]:
         "first_student": Row("LitSeg-Lite, first shipped student", [*LITE, "llm=student", "prompt=litseg_lite_compact"]),
         "paper_student": Row("LitSeg-Lite, trained again (range first)", [
             *LITE, "llm=student", "prompt=litseg_lite_range_first",
-            *([f"llm.adapter={paper_adapter}"] if paper_adapter else [])]),
+            f"llm.adapter={paper_adapter or PAPER_STUDENT}"]),
         "tagger": Row("LitSeg-Tagger (two-part)", tagger_overrides),
     }
 

@@ -257,7 +257,8 @@ def test_litseg_lite_path_still_works(corpus: Path, tmp_path: Path) -> None:
 
 def test_a_batch_that_breaks_is_finished_unit_by_unit(corpus: Path, tmp_path: Path) -> None:
     """A request that breaks its batch fails only its own unit; the other units finish."""
-    cfg = compose_cfg(f"input={corpus}", "method=litseg_lite", llm={**FAKE_LLM, "raise_on": "In chapter 1 of Book 3"})
+    cfg = compose_cfg(f"input={corpus}", "method=litseg_lite", "prompt=litseg_lite_compact",
+                      llm={**FAKE_LLM, "raise_on": "In chapter 1 of Book 3"})
     summary = run_annotate(cfg, tmp_path / "run")
     assert (summary["units"], summary["units_failed"]) == (5, 1)
 

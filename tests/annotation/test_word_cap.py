@@ -100,8 +100,9 @@ def server():
 
 
 def openai_overrides(url: str, *extra: str) -> list[str]:
-    return ["llm=openai", "llm.model=m", f"llm.base_urls={url}", "llm.startup_check=false",
-            "llm.cache.enabled=false", "preprocess=auto", *extra]
+    # LitSeg-Lite sends a unit in one prompt, so the server's window sizes it (the tagger's does not)
+    return ["method=litseg_lite", "prompt=litseg_lite_compact", "llm=openai", "llm.model=m", f"llm.base_urls={url}",
+            "llm.startup_check=false", "llm.cache.enabled=false", "preprocess=auto", *extra]
 
 
 # ----------------------------------------------------------------------------- numbers and fallback
@@ -255,7 +256,8 @@ def test_a_literaryqa_chapter_is_one_unit_for_a_32k_teacher_and_several_for_8k(s
 
 @pytest.mark.slow
 @pytest.mark.shared_data
-@pytest.mark.parametrize("overrides", [["llm=embedded"], ["llm=student", "prompt=litseg_lite_compact"]])
+@pytest.mark.parametrize("overrides", [["method=litseg_lite", "llm=embedded", "prompt=litseg_lite_compact"],
+                                       ["method=litseg_lite", "llm=student", "prompt=litseg_lite_compact"]])
 def test_embedded_model_and_student_measure_with_their_tokenizer(overrides: list[str]) -> None:
     from litseg.llm.embedded import embedded_model_available
 

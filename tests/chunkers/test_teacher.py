@@ -271,7 +271,7 @@ def test_built_by_name_and_from_hydra_config_with_the_default_staged_prompt(book
         cfg = compose("annotate", overrides=["method=litseg", "method.workers=2", "input=x"])
         explicit = compose("annotate", overrides=["method=litseg", "prompt=litseg", "input=x"])
     llm = {"backend": "tests.teacher_fakes:make_teacher_model"}
-    assert cfg.prompt.name == "litseg_lite_compact"  # the annotate default stays single-pass (the student's) ...
+    assert cfg.prompt.name == "tagger_writer"  # the annotate default is the tagger's writer prompt ...
     chunker = build_chunker_from_config(cfg.method, llm=llm, prompt=cfg.prompt, feedback=cfg.feedback)
     assert isinstance(chunker, LitSegChunker) and chunker.prompt["name"] == "litseg"  # ... the teacher swaps
     assert chunker.workers == 2 and chunker.feedback_template["version"] == "feedback-v1"

@@ -171,6 +171,10 @@ def test_openai_start_up_check(caplog) -> None:
         assert "1 of 2 servers do not answer" in caplog.text
 
 
+# LitSeg-Lite on a served model (the fake server answers as a single-pass teacher would).
+LITE = ["method=litseg_lite", "prompt=litseg_lite_compact"]
+
+
 def test_a_server_that_stops_answering_fails_units_and_the_rerun_does_them(tmp_path: Path) -> None:
     """The run exits 1 naming the failed units, keeps none of their chunks, spent no feedback turn
     on them; a rerun against a working server completes the run (before: exit 0, every unit
@@ -178,7 +182,7 @@ def test_a_server_that_stops_answering_fails_units_and_the_rerun_does_them(tmp_p
     run = tmp_path / "run"
     with FakeOpenAIServer(lambda body: teacher_answer(body["messages"]),
                           fault_plan=lambda body, attempt: "503") as srv:
-        proc = run_script("annotate.py", "llm=openai", f"llm.base_urls={srv.base_url}", *FAST_CLIENT,
+        proc = run_script("annotate.py", *LITE, "llm=openai", f"llm.base_urls={srv.base_url}", *FAST_CLIENT,
                           f"input={DEMO}", f"hydra.run.dir={run}", "print_table=0", "view=false")
         requests = srv.stats.requests
         assert proc.returncode == 1, proc.stderr[-3000:]
@@ -196,7 +200,7 @@ def test_a_server_that_stops_answering_fails_units_and_the_rerun_does_them(tmp_p
         assert all(len(b["messages"]) == 2 for b in srv.stats.bodies)
 
         srv.fault_plan = None  # the server is back
-        again = run_annotate(compose("llm=openai", f"llm.base_urls={srv.base_url}", *FAST_CLIENT, f"input={DEMO}"),
+        again = run_annotate(compose(*LITE, "llm=openai", f"llm.base_urls={srv.base_url}", *FAST_CLIENT, f"input={DEMO}"),
                              run)
     assert (again["units"], again["units_failed"], again["units_skipped"]) == (3, 0, 0)
     assert again["fallbacks"] == {"none": 3}

@@ -185,7 +185,7 @@ def test_adapter_runs_in_annotate_and_merges(sft_run, tmp_path):
     adapter = sft_run / "adapter"
     out = tmp_path / "annotated"
     story = REPO / "src/litseg/data/demo/the_two_lanterns.md"
-    run_cli(["annotate.py", "method=litseg_lite", "llm=transformers", f"llm.model={base}", f"llm.adapter={adapter}",
+    run_cli(["annotate.py", "method=litseg_lite", "prompt=litseg_lite_compact", "llm=transformers", f"llm.model={base}", f"llm.adapter={adapter}",
              f"input={story}", f"hydra.run.dir={out}", "limit_units=1", "method.max_new_tokens=16",
              "method.max_retries=0", "llm.cache.enabled=false", "view=false", "print_table=0"])
     (diag,) = read_jsonl(out / "diagnostics.jsonl")

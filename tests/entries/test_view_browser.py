@@ -49,7 +49,7 @@ def long_book_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("long-book")
     book = write_book(root / "long.md", "The Long Watch", chapters=CHAPTERS, sentences=6)
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        cfg = compose("annotate", overrides=["method=litseg_lite", f"input={book}", "print_table=0",
+        cfg = compose("annotate", overrides=["method=litseg_lite", "prompt=litseg_lite_compact", f"input={book}", "print_table=0",
                                              "export.enabled=false"])
     with open_dict(cfg):
         cfg.llm = OmegaConf.create({"backend": "tests.entries.test_view_browser:subtitled_lite_model"})

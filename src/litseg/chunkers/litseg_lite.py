@@ -41,6 +41,9 @@ class LitSegLiteChunker(LLMChunker):
         for key in ("system", "user", "schema"):
             if key not in prompt:
                 raise ValueError(f"prompt config lacks {key!r} (is prompt= a single-pass prompt?)")
+        if "block_head_words" in prompt:  # annotate.py's default prompt belongs to the tagger's writer
+            raise ValueError(f"prompt {prompt.get('name')!r} is LitSeg-Tagger's writer prompt; LitSeg-Lite takes a "
+                             "single-pass prompt: prompt=litseg_lite_compact (with llm=student) or prompt=litseg_lite")
         self.name = config.name
         self.llm = llm
         self.prompt = dict(prompt)

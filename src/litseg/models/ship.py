@@ -115,6 +115,13 @@ def model_card(meta: dict[str, Any]) -> str:
     books = d.get("books") or {}
     ex = Counter(d.get("examples") or {})  # units per split; a split the run did not have: 0
     ev = meta.get("eval") or {}
+    seen_text = f"{ex['train']} units"
+    sft = ((meta.get("settings") or {}).get("stage") or {}).get("sft") or {}
+    steps = t.get("global_step") or t.get("steps")
+    if steps and sft.get("per_device_train_batch_size") and sft.get("gradient_accumulation_steps"):
+        seen = int(steps) * int(sft["per_device_train_batch_size"]) * int(sft["gradient_accumulation_steps"])
+        if seen < ex["train"]:  # a run stopped by max_steps sees a random draw of the training units
+            seen_text = f"{seen} units drawn at random from {ex['train']} training units"
     eval_lines = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |"
                            for k, v in sorted(ev.items())) or "| (none) | |"
     return f"""# {meta['name']}: the LitSeg-Lite student
@@ -129,8 +136,8 @@ comes from that run.
 ## Use
 
 ```bash
-python annotate.py input=book.txt                       # the default: this adapter on the embedded model
-python annotate.py input=book.txt llm=student llm.adapter=PATH   # another adapter of your own
+python annotate.py input=book.txt method=litseg_lite llm=student llm.adapter={meta['name']} prompt={meta.get('prompt')}   # this adapter
+python annotate.py input=book.txt method=litseg_lite llm=student llm.adapter=PATH   # another adapter of your own
 ```
 
 Prompt: `conf/prompt/{meta.get('prompt')}.yaml` (version `{meta.get('prompt_version')}`, answer
@@ -168,16 +175,15 @@ trainable tensors changed: {t.get('tensors_changed')}. Full settings in `litseg_
 |---|---|
 {eval_lines}
 
-Retrieval on FairytaleQA and boundary agreement with the teacher: docs/training.md ("The shipped
-student"), written by `benchmarks/student_eval.py`.
+Retrieval on FairytaleQA and boundary agreement with the teacher on books it never saw:
+docs/training.md ("The students on a CPU"), written by `benchmarks/student_eval.py`.
 
 ## Limitations
 
 - 135M parameters: it imitates where the teacher cuts and how it titles blocks; it does not carry
-  out the narratological analysis the teacher writes out, and it can miss cuts the teacher makes.
-  Its cuts tend to a regular rhythm of about ten sentences, and it often repeats one subtitle over
-  several blocks of a chapter.
-- Trained on {ex['train']} units (fairy tales, novel chapters, play scenes, cantos) of at most
+  out the narratological analysis the teacher writes out, and it can miss cuts the teacher makes
+  (how far its cuts and subtitles are from the teacher's: the table named above).
+- Trained on {seen_text} (fairy tales, novel chapters, play scenes, cantos) of at most
   about 2,000 words; longer units are outside what it has seen.
 - English only. Every answer is still validated, retried with feedback and repaired by the
   pipeline, so no text is ever lost, but a repaired answer is the fallback's, not the model's.
