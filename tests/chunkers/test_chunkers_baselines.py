@@ -535,7 +535,7 @@ def test_merge_keeps_base_batching_and_unit_order() -> None:
 
 
 def test_registry_lists_the_baselines() -> None:
-    assert {"token", "recursive", "semantic"} <= set(available()) and "merge" not in available()  # merge: an option
+    assert {"token", "recursive", "semantic"} <= set(available()) and "merge" not in available()  # merge is an option of every method
 
 
 @pytest.mark.parametrize("name", ["token", "recursive", "semantic"])
