@@ -124,7 +124,10 @@ def held_out_units(teacher: Path, books: list[str]) -> list[tuple[Any, Any, list
             continue
         meta = docs[row["book_id"]]
         if row["book_id"] not in texts:
-            texts[row["book_id"]] = Path(meta["text_file"]).read_text(encoding="utf-8")
+            # newline="": offsets count a CRLF book's "\r" (the text as annotate.py read it); a plain
+            # read_text() drops them and every span after the first line break would slide
+            with open(meta["text_file"], encoding="utf-8", newline="") as fh:
+                texts[row["book_id"]] = fh.read()
         rows = sorted(sentences[row["key"]], key=lambda s: s["idx"])
         unit = Unit(book_id=row["book_id"], unit_id=row["unit_id"], index=int(row.get("unit_index", 0)),
                     start=rows[0]["start"], end=rows[-1]["end"], title=row.get("unit_title", ""),
