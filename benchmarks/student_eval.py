@@ -400,8 +400,8 @@ def fairytaleqa(rows: dict[str, Row], out: Path, reuse: bool = False) -> dict[st
         if wanted <= {r.get("label") for r in earlier.get("results", [])}:
             return earlier
     run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"chunkers=[{','.join(baselines)}]",
-         f"chunk_files=[{','.join(files)}]", f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500",
-         "resume=false"], out / "logs.txt")
+         f"chunk_files=[{','.join(files)}]", f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500"],
+        out / "logs.txt")
     return json.loads((eval_dir / "results.json").read_text())
 
 
