@@ -279,8 +279,9 @@ def words_per_second(run_dir: Path, row: Row, units: list) -> dict[str, Any]:
 
     words = {(d.book_id, u.unit_id): len(d.text[u.start:u.end].split()) for d, u, _ in units}
     total_words = sum(words.values())
-    if not row.llm:
-        seconds = float(json.loads((run_dir / "run_summary.json").read_text()).get("seconds") or 0.0)
+    if not row.llm:  # the run that chunked every unit (a resumed run's summary counts only what it did)
+        timing = run_dir / "chunking_seconds.json"
+        seconds = float(json.loads(timing.read_text()).get("seconds") or 0.0) if timing.is_file() else 0.0
         return {"words_per_second": total_words / seconds if seconds else None, "near_2000": None}
     diags = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if not r.get("error")]
     seconds = {(r["book_id"], r["unit_id"]): float(r.get("model_seconds") or 0.0) for r in diags}
@@ -319,7 +320,10 @@ def heldout_scores(name: str, row: Row, units: list, out: Path) -> dict[str, Any
 
     run_dir = out / f"heldout-{name}"
     units = sampled_units(units, row.sample)
-    segment_units(row.overrides, units, run_dir)
+    summary = segment_units(row.overrides, units, run_dir)
+    if summary.get("units") == len(units):  # every unit chunked in this call: its time is the row's
+        (run_dir / "chunking_seconds.json").write_text(json.dumps({"seconds": summary.get("seconds"),
+                                                                   "units": summary["units"]}))
     got = row_segments(name, row, run_dir)
     scored = [(d, u, got[(d.book_id, u.unit_id)], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
     pairs = [(pred, gold) for _, _, pred, gold in scored]
