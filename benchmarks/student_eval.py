@@ -53,6 +53,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from litseg.training.splits import kind_of_source  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
 
 SHARED = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared"))
@@ -124,13 +125,16 @@ def held_out_units(teacher: Path, books: list[str]) -> list[tuple[Any, Any, list
             continue
         meta = docs[row["book_id"]]
         if row["book_id"] not in texts:
-            texts[row["book_id"]] = Path(meta["text_file"]).read_text(encoding="utf-8")
+            # newline="": offsets count a CRLF book's "\r" (the text as annotate.py read it); a plain
+            # read_text() drops them and every span after the first line break would slide
+            with open(meta["text_file"], encoding="utf-8", newline="") as fh:
+                texts[row["book_id"]] = fh.read()
         rows = sorted(sentences[row["key"]], key=lambda s: s["idx"])
         unit = Unit(book_id=row["book_id"], unit_id=row["unit_id"], index=int(row.get("unit_index", 0)),
                     start=rows[0]["start"], end=rows[-1]["end"], title=row.get("unit_title", ""),
                     sentences=[Sentence(s["idx"], s["start"], s["end"]) for s in rows])
         doc = Document(book_id=row["book_id"], text=texts[row["book_id"]], title=meta.get("title", ""),
-                       source_path=meta.get("source_path", ""))
+                       source_path=meta.get("source_path", ""))  # its path names the kind of text
         out.append((doc, unit, row["segments"]))
     return out
 
@@ -275,8 +279,9 @@ def words_per_second(run_dir: Path, row: Row, units: list) -> dict[str, Any]:
 
     words = {(d.book_id, u.unit_id): len(d.text[u.start:u.end].split()) for d, u, _ in units}
     total_words = sum(words.values())
-    if not row.llm:
-        seconds = float(json.loads((run_dir / "run_summary.json").read_text()).get("seconds") or 0.0)
+    if not row.llm:  # the run that chunked every unit (a resumed run's summary counts only what it did)
+        timing = run_dir / "chunking_seconds.json"
+        seconds = float(json.loads(timing.read_text()).get("seconds") or 0.0) if timing.is_file() else 0.0
         return {"words_per_second": total_words / seconds if seconds else None, "near_2000": None}
     diags = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if not r.get("error")]
     seconds = {(r["book_id"], r["unit_id"]): float(r.get("model_seconds") or 0.0) for r in diags}
@@ -315,7 +320,10 @@ def heldout_scores(name: str, row: Row, units: list, out: Path) -> dict[str, Any
 
     run_dir = out / f"heldout-{name}"
     units = sampled_units(units, row.sample)
-    segment_units(row.overrides, units, run_dir)
+    summary = segment_units(row.overrides, units, run_dir)
+    if summary.get("units") == len(units):  # every unit chunked in this call: its time is the row's
+        (run_dir / "chunking_seconds.json").write_text(json.dumps({"seconds": summary.get("seconds"),
+                                                                   "units": summary["units"]}))
     got = row_segments(name, row, run_dir)
     scored = [(d, u, got[(d.book_id, u.unit_id)], gold) for d, u, gold in units if (d.book_id, u.unit_id) in got]
     pairs = [(pred, gold) for _, _, pred, gold in scored]
@@ -327,6 +335,11 @@ def heldout_scores(name: str, row: Row, units: list, out: Path) -> dict[str, Any
     pk = [pk_errors(p, g, u.n_sentences) for _, u, p, g in scored]
     wd = [windowdiff_errors(p, g, u.n_sentences) for _, u, p, g in scored]
     words = sum(len(d.text[u.start:u.end].split()) for d, u, _, _ in scored)
+    by_kind: dict[str, list] = {}
+    for d, _, p, g in scored:
+        by_kind.setdefault(kind_of_source(d.source_path), []).append((p, g))
+    kinds = {k: {"units": len(v), **{m: getattr(micro_boundary_f1(v, tolerance=1), m)
+                                     for m in ("f1", "predicted", "reference")}} for k, v in sorted(by_kind.items())}
     made = {(d.book_id, u.unit_id): max(0, len(p) - 1) for d, u, p, _ in scored}
     subtitles = [[s.get("subtitle", "") for s in p] for _, _, p, _ in scored]
     return {
@@ -337,6 +350,7 @@ def heldout_scores(name: str, row: Row, units: list, out: Path) -> dict[str, Any
         "precision": near.precision, "recall": near.recall, "exact_f1": exact.f1,
         "pk": sum(e.errors for e in pk) / max(1, sum(e.windows for e in pk)),
         "windowdiff": sum(e.errors for e in wd) / max(1, sum(e.windows for e in wd)),
+        "by_kind": kinds,
         "cuts_per_1000_words": 1000 * near.predicted / words if words else None,
         "teacher_cuts_per_1000_words": 1000 * near.reference / words if words else None,
         "chance": chance_line([x for x in units if (x[0].book_id, x[1].unit_id) in made], made),
@@ -367,8 +381,9 @@ def main_text_run(src: Path, dst: Path) -> Path:
     return derived_run(src, dst, lambda chunks: [_text_as_built(c, False, False) for c in chunks])
 
 
-def fairytaleqa(rows: dict[str, Row], out: Path) -> dict[str, Any]:
-    """One evaluate run: the baselines as chunkers, each LLM row as built and main-text-only."""
+def fairytaleqa(rows: dict[str, Row], out: Path, reuse: bool = False) -> dict[str, Any]:
+    """One evaluate run: the baselines as chunkers, each LLM row as built and main-text-only
+    (``reuse``: an earlier run's results when they hold every row asked for)."""
     texts = out / "ftqa_val_texts"
     if not any(texts.glob("*.txt")):
         run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"export_texts={texts}"], out / "logs.txt")
@@ -383,9 +398,14 @@ def fairytaleqa(rows: dict[str, Row], out: Path) -> dict[str, Any]:
         files.append(f"{{label: {name}__main, path: {main_text_run(run_dir, out / 'main-text' / name)}}}")
     baselines = [n for n, r in rows.items() if not r.llm]
     eval_dir = out / "evaluate"
+    wanted = set(baselines) | {f.split("label: ")[1].split(",")[0] for f in files}
+    if reuse and (eval_dir / "results.json").is_file():
+        earlier = json.loads((eval_dir / "results.json").read_text())
+        if wanted <= {r.get("label") for r in earlier.get("results", [])}:
+            return earlier
     run([sys.executable, "evaluate.py", "suite=fairytaleqa", f"chunkers=[{','.join(baselines)}]",
-         f"chunk_files=[{','.join(files)}]", f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500",
-         "resume=false"], out / "logs.txt")
+         f"chunk_files=[{','.join(files)}]", f"hydra.run.dir={eval_dir}", "metrics.n_resamples=500"],
+        out / "logs.txt")
     return json.loads((eval_dir / "results.json").read_text())
 
 
@@ -438,7 +458,12 @@ def heldout_table(rows: dict[str, Row], held: dict[str, Any]) -> str:
     same = [f"- {rows[n].label} on its sample of {len(h['unit_keys'])} units: boundary F1 ±1 {h['f1']:.3f}, Pk "
             f"{h['pk']:.3f}; recursive 1000c on the same units: {h['recursive_same']['f1']:.3f}, Pk "
             f"{h['recursive_same']['pk']:.3f}" for n, h in held.items() if h and h.get("recursive_same")]
+    kinds = [f"- {rows[n].label}: " + "; ".join(
+        f"{k} {v['f1']:.3f} ({v['predicted']} cuts against the teacher's {v['reference']}, {v['units']} units)"
+        for k, v in h["by_kind"].items()) for n, h in held.items() if h and h.get("by_kind")]
     return ("\n".join(lines) + (f"\n\nThe teacher cuts {teacher:.2f} times per 1,000 words on these units.\n" if teacher else "\n")
+            + ("\nBoundary F1 ±1 by kind of text (the cuts each row made against the teacher's):\n\n" + "\n".join(kinds) + "\n"
+               if kinds else "")
             + ("\nRows too slow for every held-out unit on this CPU ran on a seeded sample (`--sample ROW=N`):\n"
                + "\n".join(same) + "\n" if same else ""))
 
@@ -507,6 +532,8 @@ def main() -> None:
     ap.add_argument("--tagger", default=None, help="a trained tagger folder (default: the shipped one)")
     ap.add_argument("--default", default="tagger", help="the row shipped as the default (its targets are checked)")
     ap.add_argument("--skip-fairytaleqa", action="store_true")
+    ap.add_argument("--reuse-fairytaleqa", action="store_true",
+                    help="use the last FairytaleQA evaluate run when it holds every row (the chunk runs resume anyway)")
     ap.add_argument("--sample", action="append", default=[], metavar="ROW=N",
                     help="run ROW on a seeded sample of N held-out units (and leave it out of FairytaleQA)")
     ap.add_argument("--write", action="store_true", help="write the tables into docs/training.md")
@@ -539,7 +566,7 @@ def main() -> None:
                 keys = {tuple(k) for k in h["unit_keys"]}
                 h["recursive_same"] = on_units(args.out / "heldout-recursive", rows["recursive"],
                                                [x for x in units if (x[0].book_id, x[1].unit_id) in keys])
-    results = {} if args.skip_fairytaleqa else fairytaleqa(rows, args.out)
+    results = {} if args.skip_fairytaleqa else fairytaleqa(rows, args.out, reuse=args.reuse_fairytaleqa)
     (args.out / "student_eval.json").write_text(json.dumps({"heldout": held, "fairytaleqa": results}, indent=1, default=str))
     text = heldout_table(rows, held)
     ftqa = ftqa_table(rows, results) if results else ""

@@ -39,6 +39,9 @@ TEACHER_FILE = SHARED / "data" / "teacher" / "litseg_teacher_units.jsonl"
 NOVELQA_FILE = SHARED / "data" / "benchmarks" / "novelqa" / "questions.jsonl"
 FIRST_STUDENT = REPO / "src" / "litseg" / "models" / "litseg-lite-smollm2-135m" / "litseg_adapter.json"
 OUT = REPO / "src" / "litseg" / "data" / "splits" / "teacher-v2.json"
+sys.path.insert(0, str(REPO / "src"))
+
+from litseg.training.splits import kind_of_source  # noqa: E402
 
 SEED = 0
 # Units (teacher records) per kind in the test split and the validation split.
@@ -46,14 +49,7 @@ TEST_TARGET = {"fairytale": 20, "prose": 24, "play": 10}
 VALIDATION_TARGET = {"fairytale": 20, "prose": 18, "play": 8, "poem": 0}
 
 
-def kind_of(source: str) -> str:
-    if "fairytaleqa" in source:
-        return "fairytale"
-    if "shakespeare" in source or "/play/" in source:
-        return "play"
-    if "narrative_poem" in source:
-        return "poem"
-    return "prose"
+kind_of = kind_of_source  # one rule for the split and for the tables that report by kind
 
 
 def novelqa_book_numbers() -> set[str]:

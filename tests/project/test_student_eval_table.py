@@ -85,3 +85,40 @@ def test_chance_line_cuts_at_paragraph_starts_as_often_as_the_row(tmp_path):
     none = se.chance_line([(doc, unit, gold)], {("b", "u"): 0})
     assert every["mean"] == every["low"] == every["high"] == 0.5  # 1 of 3 cuts matched, 1 of 1 reference
     assert none["mean"] == 0.0
+
+
+def test_held_out_units_give_back_the_sentences_of_a_crlf_book(tmp_path):
+    """The held-out units are rebuilt from the imported run's stored text: on a CRLF book the
+    offsets count the "\\r", so the text must be read as stored (it was once read with
+    read_text(), every span slid, and every row was scored on shifted sentences)."""
+    from hydra import compose, initialize_config_dir
+
+    from litseg.annotation.entry import run_annotate
+    from litseg.segmentation.preprocess import prepare_document
+    from litseg.utils.jsonl import read_jsonl
+
+    se = load_script()
+    book = tmp_path / "crlf-tale.txt"
+    paragraphs = [f"Brannock counts the {w} nets on the quay. He calls to the ferryman twice." for w in
+                  ("red", "blue", "green", "grey", "old", "new")]
+    book.write_bytes("\r\n\r\n".join(p.replace(". ", ".\r\n") for p in paragraphs).encode("utf-8"))
+    records = tmp_path / "ann.jsonl"
+    doc = prepare_document(book)
+    with records.open("w", encoding="utf-8") as fh:
+        for u in doc.units:
+            spans = [[x.start - u.start, x.end - u.start] for x in u.sentences]
+            fh.write(json.dumps({"uid": f"crlf-{u.unit_id}", "source": str(book), "text": doc.text[u.start:u.end],
+                                 "sentences": spans, "annotation": {"segments": [
+                                     {"subtitle": "The nets", "from_idx": 1, "to_idx": len(spans)}]}}) + "\n")
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        cfg = compose("annotate", overrides=["method=imported", f"method.annotations={records}", "print_table=0",
+                                             "view=false", "export.enabled=false"])
+    run = tmp_path / "run"
+    run_annotate(cfg, run)
+    stored = {(s["unit_id"], s["idx"]): s["text"] for s in read_jsonl(run / "sentences.jsonl")}
+    units = se.held_out_units(run, [read_jsonl(run / "documents.jsonl")[0]["book_id"]])
+    assert units and stored
+    for doc, unit, _ in units:
+        assert "\r" in doc.text
+        for s in unit.sentences:
+            assert doc.text[s.start:s.end] == stored[(unit.unit_id, s.idx)]

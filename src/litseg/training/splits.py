@@ -16,6 +16,19 @@ SPLITS_DIR = Path(__file__).resolve().parents[1] / "data" / "splits"
 LISTED = ("validation", "test", "excluded")
 
 
+def kind_of_source(source: str) -> str:
+    """The kind of text a teacher record's source path holds, as the split balances them:
+    fairytale (FairytaleQA stories), play (Shakespeare and other plays), poem (narrative poems) or
+    prose (novels, tales, letters, essays)."""
+    if "fairytaleqa" in source:
+        return "fairytale"
+    if "shakespeare" in source or "/play/" in source:
+        return "play"
+    if "narrative_poem" in source:
+        return "poem"
+    return "prose"
+
+
 def packaged_splits() -> list[str]:
     return sorted(p.stem for p in SPLITS_DIR.glob("*.json"))
 
