@@ -40,7 +40,7 @@ class HashEmbedder:
 
 @pytest.fixture
 def tagger_dir(tmp_path, monkeypatch):
-    monkeypatch.setattr("litseg.embeddings.load_embedder", lambda model=None, **kw: HashEmbedder())
+    monkeypatch.setattr("litseg.chunkers.tagger.load_embedder", lambda model=None, **kw: HashEmbedder())
     settings = NetSettings(hidden=8, layers=1, cue_buckets=64, cue_dim=4, ensemble=1, threshold=-50.0,
                            min_block=2, max_context=0, context_mean=[0.0] * 12, context_std=[1.0] * 12)
     torch.manual_seed(0)

@@ -118,7 +118,7 @@ def test_the_trainer_config_exists_before_the_model_loads(tmp_path, monkeypatch)
     from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled, set_hf_deepspeed_config
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
-    from litseg.training import builders
+    from litseg.training import builders, stages
     from litseg.training.stages import StagePlan, run_stage
 
     class ZeroThree:  # what TrainingArguments registers under `accelerate launch` with ZeRO-3
@@ -140,7 +140,7 @@ def test_the_trainer_config_exists_before_the_model_loads(tmp_path, monkeypatch)
         raise KeyboardInterrupt  # stop here: the model would load now
 
     monkeypatch.setattr(builders, "sft_config", sft_config_under_zero3)
-    monkeypatch.setattr(builders, "load_model", load_model)
+    monkeypatch.setattr(stages, "load_model", load_model)  # stages imports it at module top
     tc = train_config_from(compose_train(["+experiment=sft", "debug=smoke"]))
     plan = StagePlan(tc=tc, out=tmp_path, tokenizer=None, datasets={"train": []}, examples={}, longest=None,
                      reward_funcs=[], reward_weights=[], report_to=[], commit=None, main=True)
