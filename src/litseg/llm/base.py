@@ -140,8 +140,11 @@ def adapter_identity(adapter: str) -> dict[str, Any]:
     from pathlib import Path
 
     path = Path(adapter).expanduser()
-    return {"adapter": path.name if path.parent == MODELS_DIR else adapter,
-            "adapter_sha256": adapter_digest(path)}
+    try:  # a shipped adapter, or one inside a shipped model (the tagger's writer): its name under models/
+        name = path.resolve().relative_to(MODELS_DIR.resolve()).as_posix()
+    except ValueError:
+        name = adapter
+    return {"adapter": name, "adapter_sha256": adapter_digest(path)}
 
 
 def stable_json(obj: Any) -> str:
