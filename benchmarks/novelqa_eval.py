@@ -251,13 +251,16 @@ def read_lines(row: Row, eval_dir: Path) -> list[Line]:
 
 
 def seconds_per_book(row: Row, eval_dir: Path, summary: dict[str, Any]) -> float | None:
-    """Chunking seconds per book: measured by evaluate.py, or summed over the annotate run's units."""
+    """Chunking seconds per book: measured by evaluate.py, or summed over the annotate run's units
+    (each unit's ``model_seconds``, its share of the batch it was chunked in, where the chunker
+    records it: a unit's wall ``seconds`` overlap when units are chunked in batches)."""
     books = summary["chunks"]["n_books"]
     if row.kind != "annotate":
         return summary["seconds"]["chunking"] / books if books else None
     diag = eval_dir.parent / "annotate" / "diagnostics.jsonl"
     units = [json.loads(ln) for ln in diag.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    return sum(float(u["seconds"]) for u in units if u.get("seconds") is not None) / books if books else None
+    key = "model_seconds" if any(u.get("model_seconds") is not None for u in units) else "seconds"
+    return sum(float(u[key]) for u in units if u.get(key) is not None) / books if books else None
 
 
 def intervals(rows: list[dict[str, Any]], metric: str) -> tuple[Any, Any]:
