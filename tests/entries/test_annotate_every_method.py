@@ -18,7 +18,7 @@ from litseg.utils.jsonl import read_jsonl
 from tests.conftest import REPO
 
 # Methods that need a group choice besides the defaults of annotate.yaml.
-EXTRA_OVERRIDES = {"litseg_tagger": ["prompt=tagger_writer"]}
+EXTRA_OVERRIDES = {"litseg_tagger": ["prompt=tagger_writer"], "litseg_lite": ["prompt=litseg_lite_compact"]}
 METHODS = sorted(p.stem for p in (REPO / "conf" / "method").glob("*.yaml"))
 BOOK = """CHAPTER I
 
