@@ -78,7 +78,7 @@ PG_FOOT = ("\n\n*** END OF THIS PROJECT GUTENBERG EBOOK HARBOUR TALES ***\n\n"
         ("Chapter 12", "chapter", 12, ""),
         ("Chapter the First", "chapter", 1, ""),
         ("CHAPTER THE FINAL", "chapter", None, ""),
-        ("CHAPTER XXXVIII--CONCLUSION", "chapter", 38, "CONCLUSION"),
+        ("CHAPTER XXXVII--THE LAST TIDE", "chapter", 37, "THE LAST TIDE"),
         ("CHAPTER I. THE BEGINNING", "chapter", 1, "THE BEGINNING"),
         ("Chapter Twenty-One: A Storm", "chapter", 21, "A Storm"),
         ("STAVE I:  THE KEEPER'S LAMP", "stave", 1, "THE KEEPER'S LAMP"),
@@ -564,7 +564,7 @@ _PIECES = [
     "CONTENTS", "PREFACE", "INDEX", "THE END", "FINIS.", "CHAPTER I.", "CHAPTER II", "II.",
     "I  The Old Family", "TO MISS HALE", "ACT I", "SCENE II.", "PART ONE", "EPILOGUE",
     "THE SILVER GULL", "Printed by Someone & Co.", "Creative Commons licence", "BY THE SAME AUTHOR",
-    "[Transcriber's Note: fixed.]", "Copyright 1905", "* * * * *", "1. A STREET--A HEATH   12",
+    "[Transcriber's Note: fixed.]", "Copyright 1911", "* * * * *", "1. A STREET--A HEATH   12",
 ]
 
 
