@@ -35,18 +35,9 @@ He turned the wheel towards the sound and hoped.
 
 
 def _annotations_for(book: Path, path: Path) -> Path:
-    import json
+    from litseg.testing.imported_records import write_whole_unit_records
 
-    from litseg.segmentation.preprocess import prepare_document
-
-    doc = prepare_document(book)
-    with path.open("w", encoding="utf-8") as f:
-        for u in doc.units:
-            spans = [[s.start - u.start, s.end - u.start] for s in u.sentences]
-            f.write(json.dumps({"uid": f"tiny-{u.unit_id}", "source": str(book), "text": doc.text[u.start:u.end],
-                                "sentences": spans, "annotation": {"segments": [
-                                    {"subtitle": "all of it", "from_idx": 1, "to_idx": len(spans)}]}}) + "\n")
-    return path
+    return write_whole_unit_records(book, path, uid_prefix="tiny", subtitle="all of it")
 
 
 @pytest.mark.slow

@@ -94,7 +94,7 @@ def test_held_out_units_give_back_the_sentences_of_a_crlf_book(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from litseg.annotation.entry import run_annotate
-    from litseg.segmentation.preprocess import prepare_document
+    from litseg.testing.imported_records import write_whole_unit_records
     from litseg.utils.jsonl import read_jsonl
 
     se = load_script()
@@ -102,14 +102,7 @@ def test_held_out_units_give_back_the_sentences_of_a_crlf_book(tmp_path):
     paragraphs = [f"Brannock counts the {w} nets on the quay. He calls to the ferryman twice." for w in
                   ("red", "blue", "green", "grey", "old", "new")]
     book.write_bytes("\r\n\r\n".join(p.replace(". ", ".\r\n") for p in paragraphs).encode("utf-8"))
-    records = tmp_path / "ann.jsonl"
-    doc = prepare_document(book)
-    with records.open("w", encoding="utf-8") as fh:
-        for u in doc.units:
-            spans = [[x.start - u.start, x.end - u.start] for x in u.sentences]
-            fh.write(json.dumps({"uid": f"crlf-{u.unit_id}", "source": str(book), "text": doc.text[u.start:u.end],
-                                 "sentences": spans, "annotation": {"segments": [
-                                     {"subtitle": "The nets", "from_idx": 1, "to_idx": len(spans)}]}}) + "\n")
+    records = write_whole_unit_records(book, tmp_path / "ann.jsonl", uid_prefix="crlf", subtitle="The nets")
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         cfg = compose("annotate", overrides=["method=imported", f"method.annotations={records}", "print_table=0",
                                              "view=false", "export.enabled=false"])
