@@ -105,6 +105,12 @@ def _check_value(value: Any, annotation: Any, where: str) -> Any:
     return _check_scalar(value, annotation, where)
 
 
+def check_value(value: Any, annotation: Any, where: str) -> Any:
+    """``value`` checked (and coerced) against a type annotation as :func:`from_dict` checks a field:
+    for settings typed by a class of another package (the TRL configs of the training stages)."""
+    return _check_value(value, annotation, where)
+
+
 def schema_for(cls: type[T], data: Mapping[str, Any], where: str = "") -> type[T]:
     """The dataclass that types ``data``: ``cls`` itself, or, for a group whose options differ in
     shape (LLM backends, chunkers), the class ``cls.__config_dispatch__(data, where)`` picks (a
