@@ -96,11 +96,12 @@ class SFTSettings:
     """SFT (trl.SFTConfig). ``trl`` is handed to ``trl.SFTConfig`` as it is, each key checked against
     its fields (litseg.training.builders.trl_arguments): a key left out keeps TRL's own default, so
     conf/stage/common.yaml writes only the values litseg chooses differently. The other fields are
-    litseg's own."""
+    litseg's own. No field has a default here: conf/stage/common.yaml holds each one (docs/extending.md,
+    "One home for every default")."""
 
-    trl: dict[str, Any] = field(default_factory=dict)
-    selective_lm_head: str = "auto"  # auto | true | false: project only trained positions (auto: on a CPU)
-    init_adapter: str | None = None  # start from this LoRA adapter (a run's adapter/ or a shipped adapter's name)
+    trl: dict[str, Any] = field(metadata={"defaults_of": "trl:SFTConfig"})
+    selective_lm_head: str  # auto | true | false: project only trained positions (auto: on a CPU)
+    init_adapter: str | None  # start from this LoRA adapter (a run's adapter/ or a shipped adapter's name)
 
 
 @dataclass
@@ -110,36 +111,37 @@ class GRPOSettings:
     other fields are litseg's own: the completion length sized from the teacher's answers, and
     whether to generate with vLLM ("auto" needs a look at the machine)."""
 
-    trl: dict[str, Any] = field(default_factory=dict)
-    max_completion_length: Any = "auto"  # int, or "auto": sized from the teacher answers
-    completion_length_margin: float = 1.25  # auto: longest teacher answer times this
-    completion_length_cap: int = 4096  # auto never exceeds this
-    use_vllm: Any = False  # true | false | "auto" (true when vllm is importable and a GPU is present)
-    init_adapter: str | None = None  # start from this LoRA adapter (the SFT run's adapter/)
+    trl: dict[str, Any] = field(metadata={"defaults_of": "trl:GRPOConfig"})
+    max_completion_length: Any  # int, or "auto": sized from the teacher answers
+    completion_length_margin: float  # auto: longest teacher answer times this
+    completion_length_cap: int  # auto never exceeds this
+    use_vllm: Any  # true | false | "auto" (true when vllm is importable and a GPU is present)
+    init_adapter: str | None  # start from this LoRA adapter (the SFT run's adapter/)
 
 
 @dataclass
 class BoundarySettings:
-    """``stage.boundary``: the boundary and context scorers of LitSeg-Tagger (litseg.training.tagger)."""
+    """``stage.boundary``: the boundary and context scorers of LitSeg-Tagger (litseg.training.tagger);
+    conf/stage/common.yaml documents and holds each value."""
 
-    encoder: str = "default"  # sentence encoder (frozen): a sentence-transformers folder; default = packaged MiniLM
-    epochs: int = 6
-    learning_rate: float = 2e-3
-    weight_decay: float = 0.01
-    batch_units: int = 8  # units per step, padded (a GRU step over one unit is mostly overhead on a CPU)
-    seeds: int = 3  # boundary nets in the ensemble (their scores are averaged)
-    hidden: int = 128
-    layers: int = 2
-    dropout: float = 0.2
-    cue_buckets: int = 2048
-    cue_dim: int = 16
-    positive_weight: float = 3.0  # weight of a teacher cut in the loss (cuts are about 7 % of sentences)
-    neighbour_label: float = 0.3  # soft label one sentence either side of a teacher cut
-    min_block: int = 2  # the decoder's minimum block length (sentences)
-    threshold_rule: str = "match_count"  # match_count | best_f1, on the validation books
-    context_epochs: int = 400
-    context_min_precision: float = 0.5  # context is switched on only at a threshold this precise
-    max_context: int = 1
+    encoder: str
+    epochs: int
+    learning_rate: float
+    weight_decay: float
+    batch_units: int
+    seeds: int
+    hidden: int
+    layers: int
+    dropout: float
+    cue_buckets: int
+    cue_dim: int
+    positive_weight: float
+    neighbour_label: float
+    min_block: int
+    threshold_rule: str
+    context_epochs: int
+    context_min_precision: float
+    max_context: int
 
 
 @config_schema("stage", entry="train", default_option="sft")
@@ -147,11 +149,11 @@ class BoundarySettings:
 class StageConfig:
     """Which trainers run, in order (``run: [sft, grpo]`` is the paper's two-stage recipe)."""
 
-    name: str = "sft"
-    run: list[str] = field(default_factory=lambda: ["sft"])
-    sft: SFTSettings = field(default_factory=SFTSettings)
-    grpo: GRPOSettings = field(default_factory=GRPOSettings)
-    boundary: BoundarySettings = field(default_factory=BoundarySettings)
+    name: str
+    run: list[str]
+    sft: SFTSettings
+    grpo: GRPOSettings
+    boundary: BoundarySettings
 
 
 @dataclass
@@ -215,7 +217,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     peft: PeftConfig = field(default_factory=PeftConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    stage: StageConfig = field(default_factory=StageConfig)
+    stage: StageConfig = field(kw_only=True)  # conf/stage holds every value
     rewards: dict[str, RewardSpec] = field(default_factory=dict)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

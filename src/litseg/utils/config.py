@@ -4,9 +4,9 @@ Every config group under ``conf/`` has one frozen-or-plain dataclass schema, reg
 :func:`config_schema`. :func:`from_dict` builds it from the composed section (DictConfig or dict),
 rejecting unknown keys with their dotted path and checking scalar types, so a misspelt override
 fails at once instead of being ignored. ``tests/config/test_config_schemas.py`` composes every YAML file of
-every group and validates it against its schema, and checks that a schema's field defaults agree
-with the group's default YAML: the YAML is where a user reads (and changes) a value, the code does
-not carry a second, drifting copy.
+every group and validates it against its schema. A default has one home, the group's YAML (where a
+user reads and changes it): a schema field has none, and the same test fails when a YAML writes a
+value that a code default already gives (docs/extending.md, "One home for every default").
 
 Pure Python (omegaconf is imported lazily for DictConfig inputs): no torch, no Hydra.
 """
