@@ -63,15 +63,16 @@ def test_valid_command_lines_pass(entry: str, argv: list[str]) -> None:
 
 
 def test_unknown_keys_and_wrong_types_inside_the_task_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
+    from litseg.training.builders import check_trl_settings
     from litseg.training.config import train_config_from
 
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        wrong_type = compose("train", overrides=["+experiment=sft", "stage.sft.learning_rate=abc"])
+        wrong_type = compose("train", overrides=["+experiment=sft", "stage.sft.trl.learning_rate=abc"])
         added = compose("train", overrides=["+experiment=sft", "+data.runz=[x]"])
     with pytest.raises(SystemExit) as info:
-        run_entry(train_config_from, wrong_type)
+        run_entry(lambda cfg: check_trl_settings(train_config_from(cfg)), wrong_type)
     assert info.value.code == SETUP_EXIT
-    assert capsys.readouterr().err == "error: stage.sft.learning_rate: expected a number, got 'abc'\n"
+    assert capsys.readouterr().err == "error: stage.sft.trl.learning_rate: expected a number, got 'abc'\n"
     with pytest.raises(ConfigError, match=r"unknown setting\(s\) data.runz; did you mean data.runs\?"):
         train_config_from(added)
 
@@ -89,6 +90,14 @@ def test_evaluate_an_unknown_chunker_one_line_exit_2(tmp_path: Path) -> None:
 def test_train_an_unknown_experiment_one_line_exit_2(tmp_path: Path) -> None:
     line = one_error_line("train.py", "+experiment=sfft", tmp_path=tmp_path)
     assert "did you mean sft?" in line
+
+
+def test_train_a_misspelt_trl_setting_one_line_exit_2(tmp_path: Path) -> None:
+    """A ``trl:`` key is checked against TRL's config class before anything loads."""
+    line = one_error_line("train.py", "+experiment=sft", "debug=smoke", "+stage.sft.trl.learnig_rate=1e-4",
+                          tmp_path=tmp_path)
+    assert line == ("error: stage.sft.trl.learnig_rate: unknown TRL SFTConfig field; "
+                    "did you mean stage.sft.trl.learning_rate?")
 
 
 def test_train_without_data_is_a_config_error(capsys: pytest.CaptureFixture[str]) -> None:

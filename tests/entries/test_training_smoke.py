@@ -89,8 +89,8 @@ def test_checkpoints_resume(sft_run, teacher_run, tmp_path):
     run_dir = tmp_path / "resumed"
     shutil.copytree(sft_run, run_dir)
     shutil.rmtree(run_dir / "stages" / "sft" / "checkpoints" / "checkpoint-2")
-    cfg = compose_train(["+experiment=sft", "debug=smoke", f"data.runs=[{teacher_run}]", "stage.sft.max_steps=3",
-                         "stage.sft.eval_steps=0", "eval.enabled=false"])
+    cfg = compose_train(["+experiment=sft", "debug=smoke", f"data.runs=[{teacher_run}]", "stage.sft.trl.max_steps=3",
+                         "stage.sft.trl.eval_strategy=no", "eval.enabled=false"])
     from litseg.training.run import run_training
 
     s = run_training(cfg, run_dir=run_dir)
@@ -138,7 +138,7 @@ def test_a_run_that_trains_nothing_says_so_and_exits_3(tmp_path):
     # model, so GRPO's gradient is 0. It once exited 0 and said nothing.
     run_dir = tmp_path / "flat"
     proc = run_cli(["train.py", "+experiment=grpo", "debug=smoke", f"hydra.run.dir={run_dir}",
-                    "rewards.probe.enabled=false", "stage.grpo.max_steps=1", "eval.enabled=false"], expect=3)
+                    "rewards.probe.enabled=false", "stage.grpo.trl.max_steps=1", "eval.enabled=false"], expect=3)
     s = summary(run_dir)  # every file is still written
     assert s["stages"]["grpo"]["params"]["changed_tensors"] == 0
     assert any("none of the" in r and "trainable tensors changed" in r for r in s["trained_nothing"])
@@ -161,7 +161,7 @@ def test_a_judge_that_dies_mid_run_stops_grpo_with_the_error(teacher_run, tmp_pa
     run_dir = tmp_path / "grpo"
     cfg = compose_train(["+experiment=grpo", "debug=smoke", f"data.runs=[{teacher_run}]",
                          "judge_llm.backend=tests.training_helpers:make_dying_judge", "+judge_llm.good_batches=1",
-                         "stage.grpo.max_steps=5", "stage.grpo.save_steps=100", "eval.enabled=false",
+                         "stage.grpo.trl.max_steps=5", "stage.grpo.trl.save_steps=100", "eval.enabled=false",
                          "rewards.judge.params.failure_window=2", "rewards.judge.params.min_judgements=1",
                          "rewards.judge.params.max_retries=1"])
     with pytest.raises(SystemExit) as stopped:  # what train.py does with it: one line, exit code 2
@@ -226,7 +226,7 @@ def grid_runs(tmp_path_factory, teacher_run) -> dict[str, Path]:
     for experiment in GRID:
         extra = ["logger=wandb"] if experiment == "no_theory" else []
         cfg = compose_train([f"+experiment={experiment}", "debug=smoke", f"data.runs=[{teacher_run}]",
-                             "stage.sft.max_steps=1", "stage.grpo.max_steps=1", "stage.sft.eval_steps=0", *extra])
+                             "stage.sft.trl.max_steps=1", "stage.grpo.trl.max_steps=1", "stage.sft.trl.eval_strategy=no", *extra])
         run_training(cfg, run_dir=root / experiment)
         dirs[experiment] = root / experiment
     return dirs
@@ -298,7 +298,7 @@ def test_deepspeed_zero2_single_process_cpu_step(teacher_run, tmp_path):
     run_dir = tmp_path / "ds"
     run_cli(["-m", "accelerate.commands.launch", "--config_file", "conf/accelerate/zero2_cpu_smoke.yaml", "train.py",
              "+experiment=sft", "debug=smoke", f"data.runs=[{teacher_run}]", f"hydra.run.dir={run_dir}",
-             "stage.sft.max_steps=1", "stage.sft.eval_steps=0", "eval.enabled=false"], timeout=900)
+             "stage.sft.trl.max_steps=1", "stage.sft.trl.eval_strategy=no", "eval.enabled=false"], timeout=900)
     s = summary(run_dir)
     assert s["stages"]["sft"]["global_step"] == 1
     assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()

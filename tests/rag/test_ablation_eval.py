@@ -33,8 +33,8 @@ def sweep(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("multirun")
     for num, experiment in enumerate(["no_stage1", "no_grpo"]):
-        cfg = compose_train([f"+experiment={experiment}", "debug=smoke", "stage.sft.max_steps=1",
-                             "stage.sft.eval_steps=0", "eval.enabled=false"])
+        cfg = compose_train([f"+experiment={experiment}", "debug=smoke", "stage.sft.trl.max_steps=1",
+                             "stage.sft.trl.eval_strategy=no", "eval.enabled=false"])
         run_training(cfg, run_dir=root / f"{num}_{experiment}")
     broken = root / "2_no_theory"
     broken.mkdir()
@@ -89,7 +89,7 @@ def test_ablation_sweep_then_one_evaluate_command(tmp_path: Path) -> None:
     shared_data_dir()
     sweep_dir = tmp_path / "sweep"
     train = subprocess.run([sys.executable, "train.py", "-m", "+sweep=ablations", "debug=smoke",
-                            "stage.sft.max_steps=1", "stage.grpo.max_steps=1", "stage.sft.eval_steps=0",
+                            "stage.sft.trl.max_steps=1", "stage.grpo.trl.max_steps=1", "stage.sft.trl.eval_strategy=no",
                             "eval.enabled=false", f"hydra.sweep.dir={sweep_dir}"],
                            cwd=REPO, env=ENV, capture_output=True, text=True, timeout=3000)
     assert train.returncode == 0, train.stderr[-4000:]

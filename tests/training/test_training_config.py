@@ -38,8 +38,8 @@ def test_smoke_overrides_survive_every_experiment(experiment):
         assert cfg.experiment_name == experiment
         assert cfg.model.path == "tiny"
         assert cfg.data.synthetic is True and cfg.data.max_examples == 2
-        assert cfg.stage.sft.max_steps == 2 and cfg.stage.grpo.max_steps == 2
-        assert cfg.stage.grpo.num_generations == 2 and cfg.stage.grpo.max_completion_length == 16
+        assert cfg.stage.sft.trl.max_steps == 2 and cfg.stage.grpo.trl.max_steps == 2
+        assert cfg.stage.grpo.trl.num_generations == 2 and cfg.stage.grpo.max_completion_length == 16
         assert cfg.judge_llm.backend == "scripted"
         assert cfg.eval.max_examples == 1
         tc = train_config_from(cfg)
@@ -48,9 +48,9 @@ def test_smoke_overrides_survive_every_experiment(experiment):
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_command_line_values_win_over_experiment_and_smoke(experiment):
-    cfg = compose_train([f"+experiment={experiment}", *SMOKE, "stage.grpo.max_steps=5", "model=smollm2_135m",
+    cfg = compose_train([f"+experiment={experiment}", *SMOKE, "stage.grpo.trl.max_steps=5", "model=smollm2_135m",
                          "judge_llm=embedded", "peft.r=2", "logger=wandb", "data.max_examples=3"])
-    assert cfg.stage.grpo.max_steps == 5
+    assert cfg.stage.grpo.trl.max_steps == 5
     assert cfg.model.path == "embedded"
     assert cfg.judge_llm.backend == "embedded"
     assert cfg.peft.r == 2
@@ -71,14 +71,17 @@ def test_experiments_pick_stage_and_prompt(experiment, stages, schema):
     assert tc.judge["name"] == "judge"
 
 
-def test_defaults_are_the_papers_objective():
+def test_defaults_are_the_papers_objective(tmp_path):
+    from litseg.training.builders import grpo_config
+
     tc = train_config_from(compose_train(["+experiment=grpo"]))
-    g = tc.stage.grpo
+    g, _ = grpo_config(tc, tmp_path, run_name="t", report_to=[], reward_weights=[1.0, 1.0], longest_reference=100)
+    # TRL's defaults and conf/stage/common.yaml together make the DAPO objective.
     assert g.loss_type == "dapo" and g.beta == 0.0 and g.mask_truncated_completions
     assert g.epsilon_high > g.epsilon
-    assert g.max_completion_length == "auto"
+    assert tc.stage.grpo.max_completion_length == "auto"
     assert set(tc.rewards) == {"format", "judge"}
-    assert tc.peft.enabled and tc.stage.grpo.learning_rate == 1e-5  # a LoRA rate (docs/training.md)
+    assert tc.peft.enabled and g.learning_rate == 1e-5  # a LoRA rate (docs/training.md)
     # No model named: the embedded one it stands for is refused unless a recipe accepts it.
     assert tc.model.path == "embedded" and not tc.model.named
 
@@ -92,20 +95,34 @@ def test_unknown_and_mistyped_settings_are_rejected():
     with pytest.raises(ConfigError, match="stage.sft.learning_rat"):
         train_config_from(data)
     data["stage"]["sft"].pop("learning_rat")
-    data["stage"]["grpo"]["num_generations"] = "eight"
-    with pytest.raises(ConfigError, match="num_generations"):
+    data["stage"]["grpo"]["completion_length_cap"] = "long"
+    with pytest.raises(ConfigError, match="stage.grpo.completion_length_cap"):
         train_config_from(data)
-    data["stage"]["grpo"]["num_generations"] = 8
+    data["stage"]["grpo"]["completion_length_cap"] = 4096
     data["stage"]["run"] = ["sft", "dpo"]
     with pytest.raises(ConfigError, match="dpo"):
         train_config_from(data)
 
 
 def test_from_dict_coerces_yaml_numbers():
-    from litseg.training.config import SFTSettings
+    from litseg.training.config import GRPOSettings
 
-    s = from_dict(SFTSettings, {"learning_rate": 1, "eval_steps": None, "save_total_limit": None})
-    assert s.learning_rate == 1.0 and isinstance(s.learning_rate, float)
+    s = from_dict(GRPOSettings, {"trl": {}, "max_completion_length": "auto", "completion_length_margin": 2,
+                                 "completion_length_cap": 10, "use_vllm": False, "init_adapter": None})
+    assert s.completion_length_margin == 2.0 and isinstance(s.completion_length_margin, float)
+
+
+def test_trl_settings_are_checked_against_trl_with_their_dotted_path():
+    from litseg.training.builders import trl_arguments
+
+    assert trl_arguments("sft", {"learning_rate": 1}) == {"learning_rate": 1.0}
+    with pytest.raises(ConfigError, match=r"^stage\.sft\.trl\.learnig_rate: unknown TRL SFTConfig field; "
+                                          r"did you mean stage\.sft\.trl\.learning_rate\?$"):
+        trl_arguments("sft", {"learnig_rate": 1e-4})
+    with pytest.raises(ConfigError, match=r"^stage\.grpo\.trl\.num_generations: expected an integer"):
+        trl_arguments("grpo", {"num_generations": "eight"})
+    with pytest.raises(ConfigError, match=r"^stage\.grpo\.trl\.seed: set by litseg from seed"):
+        trl_arguments("grpo", {"seed": 3})
 
 
 def _configs() -> list[Path]:
@@ -136,7 +153,7 @@ def test_sweeps_compose():
         assert set(str(params["+experiment"]).split(",")) >= {"litseg_lite", "no_grpo", "no_finetune", "no_theory"}
         assert grid.logger.group == "ablations"
         lr = compose("train", overrides=["+experiment=grpo", "+sweep=grpo_grid"], return_hydra_config=True)
-        assert "stage.grpo.learning_rate" in lr.hydra.sweeper.params
+        assert "stage.grpo.trl.learning_rate" in lr.hydra.sweeper.params
 
 
 def test_optuna_sweep_composes():
@@ -147,7 +164,7 @@ def test_optuna_sweep_composes():
         optuna = compose("train", overrides=["+experiment=grpo", "+sweep=optuna"], return_hydra_config=True)
     assert "optuna" in optuna.hydra.sweeper._target_.lower()
     assert optuna.hydra.sweeper.direction == "maximize"
-    assert "stage.grpo.learning_rate" in optuna.hydra.sweeper.params
+    assert "stage.grpo.trl.learning_rate" in optuna.hydra.sweeper.params
 
 
 def test_train_yaml_settings_and_their_dataclass_defaults_agree():
@@ -162,5 +179,6 @@ def test_train_yaml_settings_and_their_dataclass_defaults_agree():
     drift = [f"{section}.{f.name}" for section, cls in (("data", DataConfig), ("eval", EvalConfig),
                                                        ("output", OutputConfig))
              for f in dataclasses.fields(cls) if getattr(cls(), f.name) != getattr(getattr(composed, section), f.name)]
-    drift += [f for f in ("experiment_name", "seed") if getattr(TrainConfig(), f) != getattr(composed, f)]
+    top = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    drift += [f for f in ("experiment_name", "seed") if top[f] != getattr(composed, f)]
     assert not drift

@@ -254,7 +254,7 @@ def test_the_grpo_learning_rate_moves_a_lora_adapter_as_far_as_full_fine_tuning_
     """The paper gives no GRPO learning rate; 1e-6 is TRL's full fine-tuning default and moves a
     LoRA's effective weight an order of magnitude less than it moves the full model."""
     pytest.importorskip("peft")
-    lr = train_config_from(compose_train(["+experiment=grpo"])).stage.grpo.learning_rate
+    lr = train_config_from(compose_train(["+experiment=grpo"])).stage.grpo.trl["learning_rate"]
     full = _weight_movement(1e-6, lora=False)
     assert _weight_movement(1e-6, lora=True) < 0.2 * full
     assert 0.3 * full < _weight_movement(lr, lora=True) < 3 * full

@@ -86,7 +86,7 @@ def test_grpo_with_too_few_examples_for_one_generation_batch_says_so(teacher_run
     # 4 x 1 x 1 completions per generation batch / 2 generations = 2 prompts, but 1 example:
     # TRL's own message was "max_steps must be set".
     cfg = compose_train(["+experiment=grpo", "debug=smoke", f"data.runs=[{teacher_run}]", "data.max_examples=1",
-                         "stage.grpo.per_device_train_batch_size=4", "stage.grpo.max_steps=-1", "eval.enabled=false"])
+                         "stage.grpo.trl.per_device_train_batch_size=4", "stage.grpo.trl.max_steps=-1", "eval.enabled=false"])
     with pytest.raises(ValueError, match=r"too few training examples for one generation batch: 1 example\(s\), "
                                          r"but each generation batch needs 2 distinct prompts"):
         run_training(cfg, run_dir=tmp_path / "run")

@@ -8,8 +8,11 @@ trainers.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib.util
 import logging
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from litseg.llm.local_models import local_model_path
 from litseg.training.launch import is_main_process, world_size
 from litseg.errors import SetupError
 from litseg.training.sft_loss import selective_sft_trainer_class
+from litseg.utils.config import ConfigError, check_value
 
 log = logging.getLogger(__name__)
 
@@ -230,71 +234,92 @@ def precision_args(model: ModelConfig) -> dict[str, Any]:
     return {"bf16": dtype == torch.bfloat16, "fp16": dtype == torch.float16}
 
 
-def _common(settings: SFTSettings | GRPOSettings, cfg: TrainConfig, output_dir: Path, run_name: str,
-            report_to: list[str]) -> dict[str, Any]:
+#: TRL arguments that litseg sets itself, each from another setting or from the machine (named
+#: here): refused under a stage's ``trl:``, so that every argument has one source.
+SET_BY_LITSEG = {
+    "output_dir": "the run directory", "run_name": "the run directory", "report_to": "logger",
+    "seed": "seed", "gradient_checkpointing": "model.gradient_checkpointing",
+    "gradient_checkpointing_kwargs": "model.gradient_checkpointing",
+    "chat_template_kwargs": "model.chat_template_kwargs", "disable_tqdm": "the process rank",
+    "use_cpu": "the machine", "bf16": "model.dtype and model.cpu_bf16", "fp16": "model.dtype",
+}
+STAGE_SET_BY_LITSEG = {
+    "sft": {**SET_BY_LITSEG, "max_length": "data.max_total_tokens"},
+    "grpo": {**SET_BY_LITSEG, "max_completion_length": "stage.grpo.max_completion_length",
+             "use_vllm": "stage.grpo.use_vllm", "reward_weights": "rewards.<name>.weight",
+             "remove_unused_columns": "the rewards (they read the dataset's columns)"},
+}
+
+
+def trl_config_class(kind: str) -> type:
+    """``trl.SFTConfig`` or ``trl.GRPOConfig``: the class that types ``stage.<kind>.trl``."""
+    from trl import GRPOConfig, SFTConfig
+
+    return {"sft": SFTConfig, "grpo": GRPOConfig}[kind]
+
+
+def trl_arguments(kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``stage.<kind>.trl`` checked against the fields of TRL's config class, in one line each: a
+    key TRL does not know (with a "did you mean"), a key litseg sets itself, a value of the wrong
+    type (:class:`~litseg.utils.config.ConfigError`, exit code 2)."""
+    config_cls = trl_config_class(kind)
+    where = f"stage.{kind}.trl"
+    taken = STAGE_SET_BY_LITSEG[kind]
+    names = [f.name for f in dataclasses.fields(config_cls) if f.init]
+    hints = typing.get_type_hints(config_cls)
+    checked = {}
+    for key, value in values.items():
+        if key in taken:
+            raise ConfigError(f"{where}.{key}: set by litseg from {taken[key]}, not under trl:")
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+            hint = f"; did you mean {where}.{close[0]}?" if close else ""
+            raise ConfigError(f"{where}.{key}: unknown TRL {config_cls.__name__} field{hint}")
+        checked[key] = check_value(value, hints[key], f"{where}.{key}")
+    return checked
+
+
+def check_trl_settings(cfg: TrainConfig) -> None:
+    """Every ``trl:`` mapping of the stages that run, checked before anything loads."""
+    for kind in ("sft", "grpo"):
+        if kind in cfg.stage.run:
+            trl_arguments(kind, getattr(cfg.stage, kind).trl)
+
+
+def trl_value(kind: str, settings: SFTSettings | GRPOSettings, name: str) -> Any:
+    """A TRL argument as the stage gets it: from its ``trl:`` mapping, else TRL's own default."""
+    if name in settings.trl:
+        return settings.trl[name]
+    field = next(f for f in dataclasses.fields(trl_config_class(kind)) if f.name == name)
+    return field.default
+
+
+def _computed(cfg: TrainConfig, output_dir: Path, run_name: str, report_to: list[str]) -> dict[str, Any]:
+    """The TRL arguments of :data:`SET_BY_LITSEG`, from the run and the machine."""
     args = {
         "output_dir": str(output_dir),
         "run_name": run_name,
         "report_to": report_to,
         "seed": cfg.seed,
-        "learning_rate": settings.learning_rate,
-        "num_train_epochs": settings.num_train_epochs,
-        "max_steps": settings.max_steps,
-        "per_device_train_batch_size": settings.per_device_train_batch_size,
-        "gradient_accumulation_steps": settings.gradient_accumulation_steps,
-        "warmup_steps": settings.warmup_steps,
-        "lr_scheduler_type": settings.lr_scheduler_type,
-        "max_grad_norm": settings.max_grad_norm,
-        "logging_steps": settings.logging_steps,
-        "logging_first_step": True,
-        "save_strategy": "steps",
-        "save_steps": settings.save_steps,
-        "save_total_limit": settings.save_total_limit,
         "gradient_checkpointing": cfg.model.gradient_checkpointing,
         "disable_tqdm": not is_main_process(),
         **precision_args(cfg.model),
     }
     if cfg.model.gradient_checkpointing:
         args["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
-    if cfg.model.chat_template_kwargs:
-        args["chat_template_kwargs"] = dict(cfg.model.chat_template_kwargs)
     return args
 
 
-def _with_extra(args: dict[str, Any], extra: Mapping[str, Any], config_cls: type) -> dict[str, Any]:
-    import dataclasses
-
-    known = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(extra) - known)
-    if unknown:
-        raise ValueError(f"extra: {unknown} are not {config_cls.__name__} fields")
-    return {**args, **dict(extra)}
-
-
 def sft_config(cfg: TrainConfig, output_dir: Path, *, run_name: str, report_to: list[str], has_eval: bool) -> Any:
+    """``trl.SFTConfig``: ``stage.sft.trl`` as given, with what litseg computes (SFTConfig takes the
+    chat template's kwargs per dataset row, so model.chat_template_kwargs is not among them)."""
     from trl import SFTConfig
 
-    s = cfg.stage.sft
-    args = _common(s, cfg, output_dir, run_name, report_to)
-    args.update(
-        per_device_eval_batch_size=s.per_device_eval_batch_size,
-        max_length=cfg.data.max_total_tokens,
-        packing=s.packing,
-        completion_only_loss=s.completion_only_loss,
-        **({"pad_to_multiple_of": s.pad_to_multiple_of} if s.pad_to_multiple_of else {}),
-        weight_decay=s.weight_decay,
-        eval_strategy=_eval_strategy(s.eval_steps, has_eval),
-        eval_steps=s.eval_steps or None,
-    )
-    args.pop("chat_template_kwargs", None)  # SFTConfig takes the template's kwargs per dataset row
-    return SFTConfig(**_with_extra(args, s.extra, SFTConfig))
-
-
-def _eval_strategy(eval_steps: float | None, has_eval: bool) -> str:
-    """Validation loss: every ``eval_steps`` steps, once per epoch (None), or never (0 / no split)."""
-    if not has_eval or eval_steps == 0:
-        return "no"
-    return "epoch" if eval_steps is None else "steps"
+    args = {**trl_arguments("sft", cfg.stage.sft.trl), **_computed(cfg, output_dir, run_name, report_to),
+            "max_length": cfg.data.max_total_tokens}
+    if not has_eval:
+        args["eval_strategy"] = "no"  # no validation split (too few books): nothing to evaluate on
+    return SFTConfig(**args)
 
 
 def completion_length(settings: GRPOSettings, longest_reference: int | None) -> tuple[int, str | None]:
@@ -304,6 +329,7 @@ def completion_length(settings: GRPOSettings, longest_reference: int | None) -> 
     ``completion_length_cap``); an explicit number is kept as given.
     """
     value = settings.max_completion_length
+    masked = trl_value("grpo", settings, "mask_truncated_completions")
     if value == "auto":
         if not longest_reference:
             raise ValueError("max_completion_length=auto needs the data's completion lengths")
@@ -316,7 +342,7 @@ def completion_length(settings: GRPOSettings, longest_reference: int | None) -> 
     if longest_reference and length < longest_reference:
         warning = (f"max_completion_length={length} is below the longest teacher answer ({longest_reference} "
                    "tokens): completions that long will be cut"
-                   + (" and masked out of the loss" if settings.mask_truncated_completions else ""))
+                   + (" and masked out of the loss" if masked else ""))
     return length, warning
 
 
@@ -332,50 +358,35 @@ def use_vllm(settings: GRPOSettings) -> bool:
 
 def check_generation_batch(settings: GRPOSettings) -> int:
     """The generation batch (prompts x generations per step); must divide by num_generations."""
-    batch = settings.generation_batch_size or (
-        settings.per_device_train_batch_size * world_size() * settings.gradient_accumulation_steps)
-    if batch % settings.num_generations:
+    batch = trl_value("grpo", settings, "generation_batch_size") or (
+        trl_value("grpo", settings, "per_device_train_batch_size") * world_size()
+        * trl_value("grpo", settings, "gradient_accumulation_steps"))
+    generations = trl_value("grpo", settings, "num_generations")
+    if batch % generations:
         raise ValueError(
             f"GRPO: the generation batch ({batch} = per_device_train_batch_size x processes x "
             f"gradient_accumulation_steps, or generation_batch_size) must be divisible by "
-            f"num_generations ({settings.num_generations})")
+            f"num_generations ({generations})")
     return batch
 
 
 def grpo_config(cfg: TrainConfig, output_dir: Path, *, run_name: str, report_to: list[str],
                 reward_weights: list[float], longest_reference: int | None) -> tuple[Any, str | None]:
+    """``trl.GRPOConfig``: ``stage.grpo.trl`` as given, with what litseg computes (the completion
+    length, vLLM or not, the reward weights) and a warning when teacher-length answers would be cut."""
     from trl import GRPOConfig
 
     g = cfg.stage.grpo
+    args = trl_arguments("grpo", g.trl)
     check_generation_batch(g)
     length, warning = completion_length(g, longest_reference)
-    args = _common(g, cfg, output_dir, run_name, report_to)
-    args.update(
-        num_generations=g.num_generations,
-        generation_batch_size=g.generation_batch_size,
-        max_completion_length=length,
-        temperature=g.temperature,
-        top_p=g.top_p,
-        loss_type=g.loss_type,
-        epsilon=g.epsilon,
-        epsilon_high=g.epsilon_high,
-        beta=g.beta,
-        mask_truncated_completions=g.mask_truncated_completions,
-        scale_rewards=g.scale_rewards,
-        num_iterations=g.num_iterations,
-        reward_weights=list(reward_weights),
-        log_completions=g.log_completions and is_main_process(),
-        num_completions_to_print=g.num_completions_to_print,
-        remove_unused_columns=False,  # the rewards read the dataset's columns
-    )
-    if use_vllm(g):
-        args.update(use_vllm=True, vllm_mode=g.vllm_mode)
-        if g.vllm_mode == "colocate":
-            args.update(vllm_gpu_memory_utilization=g.vllm_gpu_memory_utilization,
-                        vllm_tensor_parallel_size=g.vllm_tensor_parallel_size)
-        elif g.vllm_server_base_url:
-            args["vllm_server_base_url"] = g.vllm_server_base_url
-    return GRPOConfig(**_with_extra(args, g.extra, GRPOConfig)), warning
+    args.update(_computed(cfg, output_dir, run_name, report_to), max_completion_length=length, use_vllm=use_vllm(g),
+                reward_weights=list(reward_weights), remove_unused_columns=False)
+    if cfg.model.chat_template_kwargs:
+        args["chat_template_kwargs"] = dict(cfg.model.chat_template_kwargs)
+    if not is_main_process():
+        args["log_completions"] = False  # one table of samples, from the main process
+    return GRPOConfig(**args), warning
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,7 +430,8 @@ def build_sft_trainer(cfg: TrainConfig, model: Any, tokenizer: Any, datasets: An
     evaluation = datasets["validation"].select_columns(keep) if "validation" in datasets else None
     peft_config = None if _is_peft(model) else build_lora_config(cfg.peft)
     trainer_cls = SFTTrainer
-    if selective_head(cfg.stage.sft.selective_lm_head, cfg.stage.sft.completion_only_loss):
+    # TRL's completion_only_loss None means "on" for prompt-completion rows, which these are.
+    if selective_head(cfg.stage.sft.selective_lm_head, args.completion_only_loss is not False):
         trainer_cls = selective_sft_trainer_class()
     return trainer_cls(model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer,
                       peft_config=peft_config, callbacks=callbacks)

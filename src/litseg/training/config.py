@@ -2,8 +2,8 @@
 
 Hydra composes plain YAML; :func:`train_config_from` turns the composed tree into these
 dataclasses, rejecting unknown keys with their dotted path (a misspelt override fails at once
-instead of being ignored) and checking scalar types. Each dataclass documents its fields; the
-YAML files repeat the defaults with a comment so that a researcher reads one place.
+instead of being ignored) and checking scalar types. A field's default here is its only default:
+the YAML files set only what an option changes (docs/extending.md, "One home for every default").
 
 Nothing here imports torch, transformers or trl: configs compose and validate in milliseconds.
 """
@@ -93,97 +93,55 @@ class DataConfig:
 
 @dataclass
 class SFTSettings:
-    """SFT hyperparameters (trl.SFTConfig). ``extra`` passes any other SFTConfig field."""
+    """SFT (trl.SFTConfig). ``trl`` is handed to ``trl.SFTConfig`` as it is, each key checked against
+    its fields (litseg.training.builders.trl_arguments): a key left out keeps TRL's own default, so
+    conf/stage/common.yaml writes only the values litseg chooses differently. The other fields are
+    litseg's own. No field has a default here: conf/stage/common.yaml holds each one (docs/extending.md,
+    "One home for every default")."""
 
-    learning_rate: float = 2e-4
-    num_train_epochs: float = 3.0
-    max_steps: int = -1
-    per_device_train_batch_size: int = 1
-    per_device_eval_batch_size: int = 1
-    gradient_accumulation_steps: int = 8
-    warmup_steps: float = 0.03  # < 1: share of the training steps; >= 1: a number of steps
-    lr_scheduler_type: str = "cosine"
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    logging_steps: float = 10
-    save_steps: float = 200
-    save_total_limit: int | None = 2
-    eval_steps: float | None = None  # validation loss: null once per epoch, 0 never, N every N steps
-    packing: bool = False
-    completion_only_loss: bool = True  # loss on the answer only, never on the prompt
-    selective_lm_head: str = "auto"  # auto | true | false: project only trained positions (auto: on a CPU)
-    pad_to_multiple_of: int | None = None  # round sequence lengths up (fewer distinct shapes for CPU kernels)
-    init_adapter: str | None = None  # start from this LoRA adapter (a run's adapter/ or a shipped adapter's name)
-    extra: dict[str, Any] = field(default_factory=dict)
+    trl: dict[str, Any] = field(metadata={"defaults_of": "trl:SFTConfig"})
+    selective_lm_head: str  # auto | true | false: project only trained positions (auto: on a CPU)
+    init_adapter: str | None  # start from this LoRA adapter (a run's adapter/ or a shipped adapter's name)
 
 
 @dataclass
 class GRPOSettings:
-    """GRPO with a DAPO-style objective (trl.GRPOConfig). ``extra`` passes any other field.
+    """GRPO (trl.GRPOConfig). ``trl`` is handed to ``trl.GRPOConfig`` as it is, like
+    :class:`SFTSettings`'s; the DAPO-style objective is chosen there (conf/stage/common.yaml). The
+    other fields are litseg's own: the completion length sized from the teacher's answers, and
+    whether to generate with vLLM ("auto" needs a look at the machine)."""
 
-    ``learning_rate`` is for the LoRA adapter (peft=lora): 1e-5, ten times TRL's full fine-tuning
-    default of 1e-6, because a LoRA step moves the effective weights far less than a full step at
-    the same rate (docs/training.md, "GRPO learning rate"). Full fine-tuning (peft=none) wants 1e-6.
-    """
-
-    learning_rate: float = 1e-5
-    num_train_epochs: float = 1.0
-    max_steps: int = -1
-    per_device_train_batch_size: int = 4
-    gradient_accumulation_steps: int = 4
-    num_generations: int = 8
-    generation_batch_size: int | None = None  # null: the effective batch (must divide by num_generations)
-    max_completion_length: Any = "auto"  # int, or "auto": sized from the teacher answers
-    completion_length_margin: float = 1.25  # auto: longest teacher answer times this
-    completion_length_cap: int = 4096  # auto never exceeds this
-    temperature: float = 1.0
-    top_p: float = 1.0
-    loss_type: str = "dapo"  # token-level normalisation of DAPO
-    epsilon: float = 0.2  # lower clip
-    epsilon_high: float = 0.28  # clip-higher (DAPO)
-    beta: float = 0.0  # KL coefficient; 0 drops the reference model
-    mask_truncated_completions: bool = True  # DAPO: no gradient from answers cut at the length limit
-    scale_rewards: str = "group"  # group | batch | none
-    num_iterations: int = 1
-    warmup_steps: float = 0.0
-    lr_scheduler_type: str = "constant"
-    max_grad_norm: float = 1.0
-    logging_steps: float = 1
-    save_steps: float = 50
-    save_total_limit: int | None = 2
-    log_completions: bool = True  # a table of sample completions per logging step
-    num_completions_to_print: int = 2
-    use_vllm: Any = False  # true | false | "auto" (true when vllm is importable and a GPU is present)
-    vllm_mode: str = "colocate"  # colocate | server
-    vllm_server_base_url: str | None = None
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_tensor_parallel_size: int = 1
-    init_adapter: str | None = None  # start from this LoRA adapter (the SFT run's adapter/)
-    extra: dict[str, Any] = field(default_factory=dict)
+    trl: dict[str, Any] = field(metadata={"defaults_of": "trl:GRPOConfig"})
+    max_completion_length: Any  # int, or "auto": sized from the teacher answers
+    completion_length_margin: float  # auto: longest teacher answer times this
+    completion_length_cap: int  # auto never exceeds this
+    use_vllm: Any  # true | false | "auto" (true when vllm is importable and a GPU is present)
+    init_adapter: str | None  # start from this LoRA adapter (the SFT run's adapter/)
 
 
 @dataclass
 class BoundarySettings:
-    """``stage.boundary``: the boundary and context scorers of LitSeg-Tagger (litseg.training.tagger)."""
+    """``stage.boundary``: the boundary and context scorers of LitSeg-Tagger (litseg.training.tagger);
+    conf/stage/common.yaml documents and holds each value."""
 
-    encoder: str = "default"  # sentence encoder (frozen): a sentence-transformers folder; default = packaged MiniLM
-    epochs: int = 6
-    learning_rate: float = 2e-3
-    weight_decay: float = 0.01
-    batch_units: int = 8  # units per step, padded (a GRU step over one unit is mostly overhead on a CPU)
-    seeds: int = 3  # boundary nets in the ensemble (their scores are averaged)
-    hidden: int = 128
-    layers: int = 2
-    dropout: float = 0.2
-    cue_buckets: int = 2048
-    cue_dim: int = 16
-    positive_weight: float = 3.0  # weight of a teacher cut in the loss (cuts are about 7 % of sentences)
-    neighbour_label: float = 0.3  # soft label one sentence either side of a teacher cut
-    min_block: int = 2  # the decoder's minimum block length (sentences)
-    threshold_rule: str = "match_count"  # match_count | best_f1, on the validation books
-    context_epochs: int = 400
-    context_min_precision: float = 0.5  # context is switched on only at a threshold this precise
-    max_context: int = 1
+    encoder: str
+    epochs: int
+    learning_rate: float
+    weight_decay: float
+    batch_units: int
+    seeds: int
+    hidden: int
+    layers: int
+    dropout: float
+    cue_buckets: int
+    cue_dim: int
+    positive_weight: float
+    neighbour_label: float
+    min_block: int
+    threshold_rule: str
+    context_epochs: int
+    context_min_precision: float
+    max_context: int
 
 
 @config_schema("stage", entry="train", default_option="sft")
@@ -191,11 +149,11 @@ class BoundarySettings:
 class StageConfig:
     """Which trainers run, in order (``run: [sft, grpo]`` is the paper's two-stage recipe)."""
 
-    name: str = "sft"
-    run: list[str] = field(default_factory=lambda: ["sft"])
-    sft: SFTSettings = field(default_factory=SFTSettings)
-    grpo: GRPOSettings = field(default_factory=GRPOSettings)
-    boundary: BoundarySettings = field(default_factory=BoundarySettings)
+    name: str
+    run: list[str]
+    sft: SFTSettings
+    grpo: GRPOSettings
+    boundary: BoundarySettings
 
 
 @dataclass
@@ -259,7 +217,7 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     peft: PeftConfig = field(default_factory=PeftConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    stage: StageConfig = field(default_factory=StageConfig)
+    stage: StageConfig = field(kw_only=True)  # conf/stage holds every value
     rewards: dict[str, RewardSpec] = field(default_factory=dict)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

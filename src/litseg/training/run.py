@@ -30,12 +30,14 @@ from litseg.training.adapters import merge_adapter
 from litseg.training.builders import (
     bound_cpu_heap,
     check_generation_batch,
+    check_trl_settings,
     completion_length,
     device_kind,
     engine_memory_fraction,
     leave_zero3,
     load_tokenizer,
     resolve_model_path,
+    trl_value,
     visible_gpus,
 )
 from litseg.training.launch import is_main_process
@@ -57,7 +59,8 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     """Train (or just evaluate) as ``cfg`` says; returns the summary (also written to the run dir).
 
     Refused before the run directory is made or any model loads, each in one line: no model named
-    (:func:`~litseg.training.config.require_named_model`), several GPUs under a plain process
+    (:func:`~litseg.training.config.require_named_model`), a ``trl:`` key TRL does not know
+    (:func:`~litseg.training.builders.check_trl_settings`), several GPUs under a plain process
     (:func:`~litseg.training.launch.check_devices`), and a judge that does not answer under its
     configured name (the rewards' ``check``); teacher runs that are missing or not a teacher's are
     named before the judge is asked."""
@@ -65,6 +68,7 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     if not tc.prompt:
         raise ValueError("no prompt: compose with prompt=litseg_lite (or an ablation prompt)")
     require_named_model(tc.model)
+    check_trl_settings(tc)
     check_devices(visible_gpus())
     if tc.data.runs:  # a missing teacher run is the user's first mistake: name it before asking any judge
         check_teacher_runs(expand_runs(tc.data.runs))
@@ -270,13 +274,14 @@ def check_grpo_examples(settings: Any, n_train: int) -> None:
     with fewer training examples than that there is not one batch to train on (TRL only says
     "max_steps must be set")."""
     batch = check_generation_batch(settings)
-    prompts = batch // settings.num_generations
+    generations = trl_value("grpo", settings, "num_generations")
+    prompts = batch // generations
     if n_train < prompts:
         raise ValueError(
             f"GRPO: too few training examples for one generation batch: {n_train} example(s), but each "
             f"generation batch needs {prompts} distinct prompts (generation batch {batch} / num_generations "
-            f"{settings.num_generations}); add teacher units (see data_report.json for what was dropped) or "
-            "lower stage.grpo.per_device_train_batch_size / gradient_accumulation_steps / generation_batch_size")
+            f"{generations}); add teacher units (see data_report.json for what was dropped) or "
+            "lower stage.grpo.trl.per_device_train_batch_size / gradient_accumulation_steps / generation_batch_size")
 
 
 #: The reward conf/debug/smoke.yaml adds so that a tiny random model's GRPO step moves the weights.

@@ -4,9 +4,9 @@ Every config group under ``conf/`` has one frozen-or-plain dataclass schema, reg
 :func:`config_schema`. :func:`from_dict` builds it from the composed section (DictConfig or dict),
 rejecting unknown keys with their dotted path and checking scalar types, so a misspelt override
 fails at once instead of being ignored. ``tests/config/test_config_schemas.py`` composes every YAML file of
-every group and validates it against its schema, and checks that a schema's field defaults agree
-with the group's default YAML: the YAML is where a user reads (and changes) a value, the code does
-not carry a second, drifting copy.
+every group and validates it against its schema. A default has one home, the group's YAML (where a
+user reads and changes it): a schema field has none, and the same test fails when a YAML writes a
+value that a code default already gives (docs/extending.md, "One home for every default").
 
 Pure Python (omegaconf is imported lazily for DictConfig inputs): no torch, no Hydra.
 """
@@ -103,6 +103,12 @@ def _check_value(value: Any, annotation: Any, where: str) -> Any:
     if dataclasses.is_dataclass(annotation):
         return from_dict(annotation, value, where)
     return _check_scalar(value, annotation, where)
+
+
+def check_value(value: Any, annotation: Any, where: str) -> Any:
+    """``value`` checked (and coerced) against a type annotation as :func:`from_dict` checks a field:
+    for settings typed by a class of another package (the TRL configs of the training stages)."""
+    return _check_value(value, annotation, where)
 
 
 def schema_for(cls: type[T], data: Mapping[str, Any], where: str = "") -> type[T]:
