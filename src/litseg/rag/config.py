@@ -338,6 +338,11 @@ def method_config(name: str, conf_dir: Path = DEFAULT_CONF_DIR) -> dict[str, Any
     return OmegaConf.to_container(OmegaConf.create(composed), resolve=True)  # type: ignore[return-value]
 
 
+# On import, as the schemas above register themselves: the default `chunkers: baselines` names
+# methods, so composing conf/evaluate.yaml needs these options (tests and notebooks compose it).
+register_method_chunkers()
+
+
 def logger_settings(cfg: LoggerConfig | Mapping[str, Any] | None) -> LoggerConfig | None:
     """The typed ``logger`` group (conf/logger, shared with train.py); None when not given."""
     if cfg is None or isinstance(cfg, LoggerConfig):

@@ -30,6 +30,8 @@ from litseg.segmentation.reconstruct import chunk_id
 
 
 SECTIONS_METHOD = "benchmark_sections"
+#: The source of a chunk set a chunker made in this run (not read from a file).
+CHUNKED = "chunked"
 
 
 def resolve_chunkers(chunkers: Any, chunk_files: Sequence[Any] = (), conf_dir: Path = DEFAULT_CONF_DIR
@@ -217,9 +219,10 @@ def annotated_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, D
     failures = [*({"book_id": "", "unit_id": "", "error": f"{b['path']}: {b['error']}"}
                   for b in summary["books_failed"]), *summary["failed_units"]]
     if summary["chunks_total_in_dir"] == 0:
-        cs = ChunkSet(label=spec.label, method=chunker.name, chunks=[], source=str(folder))
+        cs = ChunkSet(label=spec.label, method=chunker.name, chunks=[], source=CHUNKED)
     else:
         cs = load_chunkset(spec.label, folder, bench, docs)
+    cs.source = CHUNKED  # made by this run (the report saves such chunks); the folder is in config
     cs.seconds = float(summary["seconds"])
     cs.unit_failures = failures
     cs.config = {"method": spec.method, "fingerprint": summary["fingerprint"], "run_dir": str(folder),
