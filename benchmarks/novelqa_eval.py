@@ -15,7 +15,7 @@ row, which reuses its chunks), each run as ``chunkers=paper_baselines`` with the
 to null, so their settings are the paper set's. ``--row NAME=SPEC`` adds a row, remembered in
 ``--out/rows.json`` so that later calls keep it (``--drop NAME`` forgets it):
 
-* ``SPEC = CHUNKER [OVERRIDE ...]``: a ``conf/chunkers`` entry evaluated in ``evaluate.py``, with
+* ``SPEC = CHUNKER [OVERRIDE ...]``: a chunkers option (a ``conf/method`` name or a ``conf/chunkers`` file) evaluated in ``evaluate.py``, with
   evaluate overrides (``chunkers.CHUNKER.llm.adapter=DIR`` ...);
 * ``SPEC = annotate: OVERRIDE ...``: ``annotate.py`` with these overrides over the row's book files
   (resumable unit by unit), then its run folder evaluated as a chunk file.

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "src"))
 from litseg.chunkers.recursive import RecursiveChunker  # noqa: E402
 from litseg.rag.benchmarks.fairytaleqa import load_fairytaleqa  # noqa: E402
 from litseg.rag.chunk_quality import chunk_boundaries, on_sentence_break  # noqa: E402
-from litseg.rag.evaluation.sources import prepare_books  # noqa: E402
+from litseg.rag.evaluation.sources import benchmark_sources, read_books  # noqa: E402
 from litseg.segmentation.preprocess import prepare_document  # noqa: E402
 from litseg.segmentation.types import Document  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
@@ -45,7 +45,8 @@ def datasets() -> dict[str, list[Document]]:
     if not novels:
         raise SystemExit(f"no shared novels under {SHARED / 'texts' / 'novel'}; set LITSEG_SHARED_DIR")
     prepared = {p.name: prepare_document(p) for p in novels}
-    stories = prepare_books(load_fairytaleqa(SHARED / "benchmarks" / "fairytaleqa", "val"))
+    stories = read_books(benchmark_sources(load_fairytaleqa(SHARED / "benchmarks" / "fairytaleqa", "val"),
+                                          prepare_document))
     return {f"{WRAPPED_NOVEL.split('_', 1)[1][:-4]} (wrapped)": [prepared[WRAPPED_NOVEL]],
             f"all {len(novels)} shared novels (Gutenberg files)": list(prepared.values()),
             f"FairytaleQA val, {len(stories)} stories (not wrapped)": list(stories.values())}

@@ -34,7 +34,8 @@ sys.path.insert(0, str(REPO / "src"))
 from litseg.chunkers.semantic import SPECIAL_TOKENS, SemanticChunker  # noqa: E402
 from litseg.embeddings import load_embedder  # noqa: E402
 from litseg.rag.benchmarks.fairytaleqa import load_fairytaleqa  # noqa: E402
-from litseg.rag.evaluation.sources import prepare_books  # noqa: E402
+from litseg.rag.evaluation.sources import benchmark_sources, read_books  # noqa: E402
+from litseg.segmentation.preprocess import prepare_document  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
 
 DOCS = REPO / "docs" / "baselines.md"
@@ -59,7 +60,7 @@ class SharedEmbeddings:
 
 
 def table() -> str:
-    docs = prepare_books(load_fairytaleqa(SHARED / "benchmarks" / "fairytaleqa", "val"))
+    docs = read_books(benchmark_sources(load_fairytaleqa(SHARED / "benchmarks" / "fairytaleqa", "val"), prepare_document))
     embedder = SharedEmbeddings(load_embedder())
     window = embedder.max_seq_length - SPECIAL_TOKENS
     rows = [f"FairytaleQA val: {len(docs)} stories, {sum(len(d.units) for d in docs.values())} units; "

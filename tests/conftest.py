@@ -16,6 +16,12 @@ os.environ.setdefault("WANDB_MODE", "offline")
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every conf/method/<name>.yaml is an option of evaluate.py's chunkers group (Hydra's ConfigStore,
+# as evaluate.py registers them), for the tests that compose conf/evaluate.yaml with Hydra directly.
+from litseg.rag.config import register_method_chunkers  # noqa: E402 - after the environment above
+
+register_method_chunkers(REPO / "conf")
+
 
 def shared_dir() -> Path | None:
     """``$LITSEG_SHARED_DIR`` or ``../shared`` beside the checkout, if it holds data."""

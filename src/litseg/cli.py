@@ -161,5 +161,12 @@ def _unknown_key(full_key: str, parent: Any) -> str:
 
 
 def group_options(config_dir: Path, group: str) -> list[str]:
-    """The options of a config group: the YAML files in ``conf/<group>/``."""
-    return sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
+    """The options of a config group: the YAML files in ``conf/<group>/`` and the entries Hydra's
+    ConfigStore holds for it (evaluate.py's chunkers: every method)."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        stored = [Path(name).stem for name in ConfigStore.instance().list(group)]
+    except OSError:  # ConfigStore.list raises when it holds nothing under that group
+        stored = []
+    return sorted({p.stem for p in (config_dir / group).glob("*.yaml")} | set(stored))

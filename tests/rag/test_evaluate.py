@@ -38,13 +38,16 @@ def test_chunkers_compose_as_a_list_of_method_names_or_a_named_set() -> None:
 
 
 def test_every_method_can_be_evaluated_by_name() -> None:
+    from litseg.rag.config import NOT_CHUNKERS
     from litseg.rag.evaluation.sources import resolve_chunkers
 
-    # `imported` replays annotations of the books its records name; evaluate its run folder as a
-    # chunk file instead (+chunkers.NAME={chunks: RUN}, docs/importing.md).
-    methods = sorted(p.stem for p in (CONF / "method").glob("*.yaml") if p.stem != "imported")
-    missing = [m for m in methods if not (CONF / "chunkers" / f"{m}.yaml").is_file()]
-    assert not missing, f"add conf/chunkers/<name>.yaml (two lines, see token.yaml) for {missing}"
+    # A chunker is one module and one conf/method file: no conf/chunkers file mirrors a method
+    # (register_method_chunkers makes each an option). `imported` replays the books its records
+    # name; evaluate its run folder as a chunk file instead (+chunkers.NAME={chunks: RUN}).
+    methods = sorted(p.stem for p in (CONF / "method").glob("*.yaml") if p.stem not in NOT_CHUNKERS)
+    mirrors = [m for m in methods if (CONF / "chunkers" / f"{m}.yaml").is_file()
+               and OmegaConf.load(CONF / "chunkers" / f"{m}.yaml").get("defaults") == [{"/method@_here_": m}]]
+    assert not mirrors, f"conf/chunkers/<name>.yaml only repeats conf/method/<name>.yaml: delete {mirrors}"
     cfg = composed(f"chunkers=[{','.join(methods)}]")
     specs = resolve_chunkers(cfg.chunkers)
     assert [s.label for s in specs] == methods and all(s.kind == "method" for s in specs)

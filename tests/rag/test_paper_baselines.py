@@ -4,6 +4,7 @@ row's chunks instead of chunking twice (litseg.rag.derived_chunks)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,10 @@ from omegaconf import OmegaConf
 from litseg.rag.derived_chunks import ChunkSetBuilder, expand_derived, split_merge
 from litseg.rag.chunk_quality import chunk_statistics, main_text_overlap
 from litseg.rag.chunk_sets import ChunkerSpec
-from litseg.rag.evaluation.sources import build_chunkset, resolve_chunkers
+from litseg.annotation.entry import document_reader
+from litseg.annotation.word_cap import resolve_word_cap
+from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook
+from litseg.rag.evaluation.sources import ChunkerRuns, benchmark_sources, build_chunkset, read_books, resolve_chunkers
 from tests.conftest import REPO
 from tests.doc_strategies import make_doc
 
@@ -91,9 +95,19 @@ def _doc():
     return make_doc(text, cuts=[len(text) // 2])
 
 
-def test_merge_rows_reuse_the_base_chunks_and_equal_chunking_with_merge() -> None:
+def _bench_and_runs(tmp_path: Path) -> tuple[Benchmark, dict[str, Any], ChunkerRuns]:
+    """One book of five paragraphs, cut into units of at most 100 words, and where its chunkers run."""
     doc = _doc()
-    docs = {doc.book_id: doc}
+    bench = Benchmark(name="tiny", books=[BenchmarkBook(book_id=doc.book_id, text=doc.text)], questions=[])
+    preprocess = {**OmegaConf.to_container(OmegaConf.load(CONF / "preprocess" / "default.yaml")), "max_words": 100}
+    runs = ChunkerRuns(tmp_path, preprocess, groups={}, window_units=256)
+    docs = read_books(benchmark_sources(bench, document_reader(preprocess, resolve_word_cap(preprocess))))
+    assert len(docs[doc.book_id].units) > 1
+    return bench, docs, runs
+
+
+def test_merge_rows_reuse_the_base_chunks_and_equal_chunking_with_merge(tmp_path: Path) -> None:
+    bench, docs, runs = _bench_and_runs(tmp_path)
     calls: list[str] = []
 
     def counting(spec: ChunkerSpec, bench: Any, docs: Any, **kw: Any):
@@ -103,10 +117,10 @@ def test_merge_rows_reuse_the_base_chunks_and_equal_chunking_with_merge() -> Non
     base = {"name": "token", "chunk_size": 9, "overlap": 3, "tokenizer": "whitespace", "merge": {"target": None}}
     merged = {**base, "merge": {"target": 30, "measure": "words"}}
     builder = ChunkSetBuilder(counting)
-    plain = builder(ChunkerSpec("token", "method", base), None, docs)
-    derived = builder(ChunkerSpec("token+merge", "method", merged), None, docs)
+    plain = builder(ChunkerSpec("token", "method", base), bench, docs, runs=runs)
+    derived = builder(ChunkerSpec("token+merge", "method", merged), bench, docs, runs=runs)
     assert calls == ["token"] and builder.reused == {"token+merge": "token"}
-    direct = build_chunkset(ChunkerSpec("direct", "method", merged), None, docs)
+    direct = build_chunkset(ChunkerSpec("direct", "method", merged), bench, docs, runs=runs)
     assert [(c.unit_id, c.main_spans, c.main_text, c.method) for c in derived.chunks] == \
         [(c.unit_id, c.main_spans, c.main_text, c.method) for c in direct.chunks]
     assert derived.method == "token+merge" and len(derived.chunks) < len(plain.chunks)
@@ -114,9 +128,11 @@ def test_merge_rows_reuse_the_base_chunks_and_equal_chunking_with_merge() -> Non
     # a merge row whose base is not in the run chunks the base once, under its own label
     calls.clear()
     other = ChunkSetBuilder(counting)
-    again = other(ChunkerSpec("token+merge", "method", merged), None, docs)
+    again = other(ChunkerSpec("token+merge", "method", merged), bench, docs, runs=runs)
     assert calls == ["token+merge (before merge)"]
     assert [c.main_spans for c in again.chunks] == [c.main_spans for c in direct.chunks]
+    # every chunker ran as an annotation run, in a folder of its own
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["direct", "token", "token-merge-before-merge"]
 
 
 def test_overlapping_token_windows_are_measured_and_reported() -> None:

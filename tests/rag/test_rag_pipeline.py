@@ -389,10 +389,11 @@ def test_saved_chunks_and_annotate_runs_evaluate_like_fresh_chunking(tmp_path: P
 
 
 def test_chunk_files_that_do_not_fit_the_book_text_are_refused(tmp_path: Path) -> None:
-    from litseg.rag.evaluation import load_chunkset, prepare_books
+    from litseg.rag.evaluation import benchmark_sources, load_chunkset, read_books
+    from litseg.segmentation.preprocess import prepare_document
 
     bench = synthetic_benchmark()
-    docs = prepare_books(bench)
+    docs = read_books(benchmark_sources(bench, prepare_document))
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"book_id": "book0", "main_spans": [[0, 10]], "main_text": "Not the text"}) + "\n")
     with pytest.raises(ValueError, match="another edition"):

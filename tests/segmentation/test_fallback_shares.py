@@ -124,14 +124,15 @@ def scripted_lite(fallback: str) -> dict:
 
 
 def test_every_report_row_shows_its_fallback_shares(tmp_path: Path) -> None:
-    from litseg.rag.evaluation.sources import prepare_books
+    from litseg.rag.evaluation.sources import benchmark_sources, read_books
+    from litseg.segmentation.preprocess import prepare_document
     from litseg.rag.report import FALLBACK_HEADER, main_table
 
     cfg = eval_cfg(chunkers={"recursive": CHUNKERS["recursive"], "lite_whole": scripted_lite("whole_unit"),
                              "lite_pieces": scripted_lite("pieces")})
     res = run(tmp_path, cfg)
     by_label = {r.label: r for r in res.results}
-    units = sum(len(d.units) for d in prepare_books(synthetic_benchmark()).values())
+    units = sum(len(d.units) for d in read_books(benchmark_sources(synthetic_benchmark(), prepare_document)).values())
     assert units >= 2
     whole = by_label["lite_whole"].summary["fallbacks"]
     # the first unit's answer left sentences out (repaired), the others had none readable

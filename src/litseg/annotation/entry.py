@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 from litseg.annotation.annotate import RunSetupMismatch, SUMMARY, annotate, run_setup, setup_conflict, write_json
 from litseg.annotation.config import AnnotateConfig, ExportSettings, annotate_config_from
 from litseg.annotation.length_reference import active_reference, with_length_hint
-from litseg.annotation.sources import BookSource, dataset_sources, file_sources, is_dataset_spec
+from litseg.annotation.sources import BookSource, Prepare, dataset_sources, file_sources, is_dataset_spec
 from litseg.annotation.store import CHUNKS, LEDGER
 from litseg.utils.jsonl import iter_jsonl, read_jsonl
 from litseg.annotation.view import chunk_table, render_html, unit_parts
@@ -122,7 +122,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
         planned = Path(out_dir) if out_dir else hydra_run_dir(settings.output_dir or DEFAULT_DIR)
         out = _run_dir_for(planned, run_setup(chunker.fingerprint(), prep_settings), settings)
         task = start_task("annotate", cfg, run_dir=out, fallback=DEFAULT_DIR)
-        prepare = _document_reader(settings, cap)
+        prepare = document_reader(settings.groups["preprocess"], cap)
         inputs, spec = _book_inputs(settings, chunker, prepare)
         extra = {"prompt_versions": prompt_versions(settings, chunker), "length_reference": reference,
                  "shard": settings.shard, "input": spec, "word_cap": cap.to_dict()}
@@ -131,11 +131,8 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
                            window_units=settings.window_units, prepare_settings=prep_settings,
                            extra_summary=extra, commit=task.commit)
     finally:
-        _close(chunker)
-    chunker_summary = getattr(chunker, "summary", None)
-    if callable(chunker_summary):
-        summary.update(chunker_summary())
-        _rewrite_summary(out, summary)
+        close_chunker(chunker)
+    _add_chunker_summary(chunker, out, summary)
     if settings.export.enabled:
         summary["export"] = _export(out, settings.export)
     if settings.view:
@@ -145,7 +142,35 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
     return summary
 
 
-def _close(chunker: Chunker) -> None:
+def annotate_books(chunker: Chunker, sources: Callable[[Prepare], Iterable[BookSource]], out_dir: Path, *,
+                   preprocess: Mapping[str, Any], llm_config: Mapping[str, Any] | None, window_units: int,
+                   progress: bool, extra_summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One annotation run of a built chunker over the books ``sources(prepare)`` gives, for callers
+    that bring their own books (evaluate.py's benchmark): the checks of :func:`run_annotate`, the
+    unit word cap (``auto`` included), a resumed run into ``out_dir`` and the chunker closed after.
+    The summary counts the failed units (no chunks; a rerun into ``out_dir`` tries them again)."""
+    try:
+        cap, prep_settings = check_chunker(chunker, preprocess, llm_config)
+        prepare = document_reader(preprocess, cap)
+        summary = annotate(inputs=sources(prepare), chunker=chunker, out_dir=out_dir, prepare=prepare,
+                           progress=progress, window_units=window_units, prepare_settings=prep_settings,
+                           extra_summary={**(extra_summary or {}), "word_cap": cap.to_dict()})
+    finally:
+        close_chunker(chunker)
+    _add_chunker_summary(chunker, out_dir, summary)
+    return summary
+
+
+def _add_chunker_summary(chunker: Chunker, out: Path, summary: dict[str, Any]) -> None:
+    """What the chunker counted itself (a teacher's stages, a server's calls) joins the summary."""
+    chunker_summary = getattr(chunker, "summary", None)
+    if callable(chunker_summary):
+        summary.update(chunker_summary())
+        _rewrite_summary(out, summary)
+
+
+def close_chunker(chunker: Chunker) -> None:
+    """Release the chunker's model or server connection (chunkers without one have no close)."""
     close = getattr(chunker, "close", None)
     if callable(close):
         close()
@@ -160,20 +185,27 @@ def _check_setup(settings: AnnotateConfig, chunker: Chunker) -> tuple[WordCap, d
                              "(a file, a directory or a glob)")
         if not is_dataset_spec(settings.input):
             iter_input_paths(settings.input)  # FileNotFoundError naming what was looked for
+    return check_chunker(chunker, settings.groups["preprocess"], settings.groups.get("llm"))
+
+
+def check_chunker(chunker: Chunker, preprocess: Mapping[str, Any], llm_config: Mapping[str, Any] | None
+                  ) -> tuple[WordCap, dict[str, Any]]:
+    """A model folder or server that is not there stops the run here, before anything is written;
+    returns the unit word cap (``preprocess.max_words``: a number, or auto, the model's context
+    window; litseg.annotation.word_cap) and the preprocessing settings a unit's key hashes."""
     check = getattr(chunker, "check", None)
     if callable(check):
         check()
-    # preprocess.max_words: a number, or auto (the model's context window; litseg.annotation.word_cap)
-    prep = settings.groups["preprocess"]
-    cap = resolve_word_cap(prep, chunker, settings.groups.get("llm"))
+    cap = resolve_word_cap(preprocess, chunker, llm_config)
     log.info("unit word cap: %s", cap.describe())
-    return cap, {k: v for k, v in prep.items() if k != "auto"} | {"max_words": cap.max_words}
+    return cap, {k: v for k, v in preprocess.items() if k != "auto"} | {"max_words": cap.max_words}
 
 
-def _document_reader(settings: AnnotateConfig, cap: WordCap) -> Callable[[Any], Document]:
-    prep = settings.groups["preprocess"]
-    return partial(prepare_document, max_words=cap.max_words, max_sentence_words=int(prep["max_sentence_words"]),
-                   keep_front_matter=bool(prep["keep_front_matter"]), index_matter=bool(prep["index_matter"]))
+def document_reader(preprocess: Mapping[str, Any], cap: WordCap) -> Prepare:
+    """How every book of a run is read and cut into units and sentences (the preprocess group)."""
+    return partial(prepare_document, max_words=cap.max_words, max_sentence_words=int(preprocess["max_sentence_words"]),
+                   keep_front_matter=bool(preprocess["keep_front_matter"]),
+                   index_matter=bool(preprocess["index_matter"]))
 
 
 def _book_inputs(settings: AnnotateConfig, chunker: Chunker, prepare: Callable[[Any], Document]) -> tuple[Any, Any]:

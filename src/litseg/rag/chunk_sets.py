@@ -40,6 +40,16 @@ class ChunkSet:
     # Units by how their chunks came about (none / repair / pieces / whole_unit / ...; see
     # litseg.segmentation.runner.fallback_category); None for chunkers that report no fallback.
     unit_fallbacks: dict[str, int] | None = None
+    # A chunker run that failed in part: ``{units_failed, books_failed, run_dir}`` of its annotation
+    # run (the failed units have no chunks); None when every unit was chunked. evaluate.py exits 1.
+    run_failures: dict[str, Any] | None = None
+
+    @property
+    def failure_count(self) -> int:
+        """Failed units and books (``unit_failures`` lists at most the first hundred)."""
+        if self.run_failures is None:
+            return len(self.unit_failures)
+        return int(self.run_failures["units_failed"]) + int(self.run_failures["books_failed"])
 
 
 def count_unit_fallbacks(diagnostics: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:

@@ -168,6 +168,13 @@ class ReportConfig:
 
 
 @dataclass(frozen=True)
+class ChunkingConfig:
+    """How every chunker runs: through the annotation run of annotate.py (litseg.annotation)."""
+
+    window_units: int
+
+
+@dataclass(frozen=True)
 class StudentConfig:
     method: dict[str, Any]
     backend: str
@@ -194,6 +201,7 @@ class EvaluateConfig:
     judge: JudgeConfig
     objective: ObjectiveConfig
     report: ReportConfig
+    chunking: ChunkingConfig
     student: StudentConfig
     shared_dir: str
     chunk_files: list[Any]
@@ -227,6 +235,7 @@ def hydra_conf(conf_dir: Path = DEFAULT_CONF_DIR) -> Iterator[None]:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.singleton import Singleton
 
+    register_method_chunkers(conf_dir)
     running = Singleton._instances.pop(GlobalHydra, None)
     try:
         with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
@@ -234,6 +243,31 @@ def hydra_conf(conf_dir: Path = DEFAULT_CONF_DIR) -> Iterator[None]:
     finally:
         if running is not None:
             Singleton._instances[GlobalHydra] = running
+
+
+#: Methods that are no chunkers option: ``imported`` replays the books its records name, not the
+#: benchmark's (evaluate its run folder with ``+chunkers.NAME={chunks: RUN}``, docs/importing.md).
+NOT_CHUNKERS = frozenset({"imported"})
+
+
+def register_method_chunkers(conf_dir: Path = DEFAULT_CONF_DIR) -> list[str]:
+    """Make every ``conf/method/<name>.yaml`` an option of the ``chunkers`` group, so that a
+    chunker needs one module and one config file: ``chunkers=[token,recursive]`` composes each
+    method's YAML under ``chunkers.<name>`` (its parameters, overridable as
+    ``chunkers.recursive.chunk_size=...``). The options are entries of Hydra's ConfigStore, which
+    Hydra searches after ``conf/``: a file ``conf/chunkers/<name>.yaml`` (a set such as
+    ``baselines``, a variant with its own model) takes precedence. Returns the names registered;
+    call it before Hydra composes (evaluate.py does, and so does :func:`hydra_conf`)."""
+    from hydra.core.config_store import ConfigStore
+
+    conf = Path(conf_dir)
+    names = sorted(p.stem for p in (conf / "method").glob("*.yaml")
+                   if p.stem not in NOT_CHUNKERS and not (conf / "chunkers" / p.name).is_file())
+    store = ConfigStore.instance()
+    for name in names:
+        store.store(group="chunkers", name=name, node={"defaults": [{"/method@_here_": name}]},
+                    package=f"chunkers.{name}", provider="litseg")
+    return names
 
 
 def compose(config_name: str | None, overrides: Sequence[str] = (), conf_dir: Path = DEFAULT_CONF_DIR
@@ -302,6 +336,11 @@ def method_config(name: str, conf_dir: Path = DEFAULT_CONF_DIR) -> dict[str, Any
 
     composed = compose(None, [f"+method={name}"], conf_dir)["method"]
     return OmegaConf.to_container(OmegaConf.create(composed), resolve=True)  # type: ignore[return-value]
+
+
+# On import, as the schemas above register themselves: the default `chunkers: baselines` names
+# methods, so composing conf/evaluate.yaml needs these options (tests and notebooks compose it).
+register_method_chunkers()
 
 
 def logger_settings(cfg: LoggerConfig | Mapping[str, Any] | None) -> LoggerConfig | None:

@@ -126,20 +126,21 @@ class ChunkSetBuilder:
         self._bases: dict[str, "ChunkSet"] = {}
         self.reused: dict[str, str] = {}  # label -> label of the chunk set it was merged from
 
-    def __call__(self, spec: "ChunkerSpec", bench: "Benchmark", docs: Mapping[str, "Document"], *,
-                 groups: Mapping[str, Any] | None = None, progress: bool = False) -> "ChunkSet":
+    def __call__(self, spec: "ChunkerSpec", bench: "Benchmark", docs: Mapping[str, "Document"],
+                 **options: Any) -> "ChunkSet":
+        """The chunk set of ``spec``; ``options`` go to ``build`` (where the chunkers run)."""
         if spec.kind != "method":
-            return self._build(spec, bench, docs, groups=groups, progress=progress)
+            return self._build(spec, bench, docs, **options)
         base_method, merge = split_merge(spec.method)
         key = _key(base_method)
         if merge is None:
-            cs = self._build(spec, bench, docs, groups=groups, progress=progress)
+            cs = self._build(spec, bench, docs, **options)
             self._bases.setdefault(key, cs)
             return cs
         base = self._bases.get(key)
         if base is None:
             base_spec = dataclasses.replace(spec, label=f"{spec.label} (before merge)", method=base_method)
-            base = self._build(base_spec, bench, docs, groups=groups, progress=progress)
+            base = self._build(base_spec, bench, docs, **options)
             self._bases[key] = base
         self.reused[spec.label] = base.label
         return merge_chunkset(spec.label, base, docs, merge)

@@ -3,9 +3,11 @@
 For each chunker (a method config, the benchmark's own sections, or a file of chunks written
 elsewhere) the same fixed components run:
 
-1. the benchmark's books are prepared once (units and sentences, as ``annotate.py`` does) and
-   chunked per unit, or chunks are loaded and checked against the book texts (:mod:`.sources`,
-   :mod:`.chunk_files`);
+1. each chunker runs as ``annotate.py`` runs it: the benchmark's books are the inputs of an
+   annotation run (:mod:`litseg.annotation`; batching across books, failed units counted, a rerun
+   resumes) in the run folder's ``chunker_runs/<label>/``, and its chunks are read back from there
+   like any run folder; or chunks are loaded from a file and checked against the book texts
+   (:mod:`.sources`, :mod:`.chunk_files`);
 2. the chunks are indexed (dense + BM25 vectors in one collection of the vector store, book id as
    payload; :mod:`.components` builds the store and the models);
 3. every question retrieves within its own book (hybrid fusion), then the reranker reorders;
@@ -30,14 +32,15 @@ from litseg.rag.evaluation.run import (export_texts, limit_books, load_suite, ru
                                        select_questions, with_student_chunkers)
 from litseg.rag.evaluation.scoring import evaluate_chunkset, segment_quality_of
 from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet, count_unit_fallbacks, fallback_summary
-from litseg.rag.evaluation.sources import (SECTIONS_METHOD, build_chunkset, chunk_books, prepare_books,
-                                           resolve_chunkers, sections_chunkset)
+from litseg.rag.evaluation.sources import (SECTIONS_METHOD, ChunkerRuns, benchmark_sources, build_chunkset,
+                                           read_books, resolve_chunkers, sections_chunkset)
 
 __all__ = [
-    "GENERATION_NAMES", "JUDGE_NAMES", "SECTIONS_METHOD", "ChunkSet", "ChunkerResult", "ChunkerSpec", "Components",
-    "EvalSettings", "EvaluationResult", "build_chunkset", "build_components", "chunk_books", "component_identity",
-    "count_unit_fallbacks", "evaluate_chunkset", "export_texts", "fallback_summary", "limit_books", "load_chunkset",
-    "load_suite", "pairwise_table", "prepare_books", "resolve_chunkers", "retrieval_metric_names", "run_evaluation",
+    "GENERATION_NAMES", "JUDGE_NAMES", "SECTIONS_METHOD", "ChunkSet", "ChunkerResult", "ChunkerRuns", "ChunkerSpec",
+    "Components", "EvalSettings", "EvaluationResult", "benchmark_sources", "build_chunkset", "build_components",
+    "component_identity", "count_unit_fallbacks", "evaluate_chunkset", "export_texts", "fallback_summary",
+    "limit_books", "load_chunkset", "load_suite", "pairwise_table", "read_books", "resolve_chunkers",
+    "retrieval_metric_names", "run_evaluation",
     "run_from_hydra", "sections_chunkset", "segment_quality_of", "select_questions", "summarize_rows",
     "with_student_chunkers",
 ]

@@ -69,13 +69,15 @@ def load_chunkset(label: str, path: str | Path, bench: Benchmark, docs: Mapping[
     if absent:
         warnings.append(f"{len(absent)} benchmark books have no chunks (their questions count as misses): "
                         f"{', '.join(absent[:5])}")
-    # An annotate.py run folder says per unit how its chunks came about.
+    # An annotate.py run folder says per unit how its chunks came about. The run writes a
+    # `fallback` for every unit; only a unit answered through a model (`calls`) has one to report,
+    # so a baseline's row stays "no fallbacks" (None), as the chunker itself reports it.
     diag_file = p / "diagnostics.jsonl" if p.is_dir() else None
     fallbacks = None
     if diag_file is not None and diag_file.is_file():
         kept = {mapping.get(b, b) for b in {text_of(r, "book_id") for r in rows}} & set(docs)
-        fallbacks = count_unit_fallbacks(d for d in read_jsonl(diag_file) if mapping.get(text_of(d, "book_id"),
-                                                                                          text_of(d, "book_id")) in kept)
+        fallbacks = count_unit_fallbacks(d for d in read_jsonl(diag_file) if "calls" in d
+                                         and mapping.get(text_of(d, "book_id"), text_of(d, "book_id")) in kept)
     return ChunkSet(label=label, method=methods.most_common(1)[0][0], chunks=chunks, source=str(p),
                     warnings=warnings, unit_fallbacks=fallbacks)
 

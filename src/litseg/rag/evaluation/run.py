@@ -6,11 +6,15 @@ from __future__ import annotations
 import logging
 import math
 import random
+import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from litseg.annotation.entry import document_reader
+from litseg.annotation.word_cap import resolve_word_cap
 from litseg.rag.benchmarks import load_benchmark_from_args
 from litseg.rag.config import DEFAULT_CONF_DIR, REPO_ROOT, EvaluateConfig, SuiteConfig, complete_config, evaluate_config
 from litseg.rag.benchmarks.records import Benchmark, Question
@@ -18,7 +22,8 @@ from litseg.rag.evaluation.aggregate import pairwise_table
 from litseg.rag.evaluation.components import Components, build_components, component_identity
 from litseg.rag.results import ChunkerResult, EvalSettings, EvaluationResult
 from litseg.rag.evaluation.scoring import evaluate_chunkset, questions_with_text
-from litseg.rag.evaluation.sources import build_chunkset, prepare_books, resolve_chunkers
+from litseg.rag.evaluation.sources import (ChunkerRuns, benchmark_sources, build_chunkset, read_books,
+                                           resolve_chunkers)
 from litseg.rag.stats import few_books_warning
 from litseg.segmentation.types import Document
 from litseg.utils.config import from_dict, to_plain
@@ -28,6 +33,12 @@ from litseg.rag.report import main_table, markdown_table, write_report
 from litseg.utils.task import start_task
 
 log = logging.getLogger(__name__)
+
+#: The folder of the run folder that holds one annotation run folder per chunker (chunks/ holds
+#: the report's chunk files).
+CHUNKER_RUNS = "chunker_runs"
+#: evaluate.py's exit code when a chunker's units or books failed (as annotate.py's).
+UNITS_FAILED_EXIT = 1
 
 
 def select_questions(bench: Benchmark, docs: Mapping[str, Document], max_questions: int | None, seed: int
@@ -85,10 +96,10 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
         log.warning("%s: %s", bench.name, w)
     students, chunkers = with_student_chunkers(c, conf_dir)
     specs = resolve_chunkers(chunkers, c.chunk_files, conf_dir)
-    prep = c.preprocess or {}
-    docs = prepare_books(bench, max_words=int(prep["max_words"]), max_sentence_words=int(prep["max_sentence_words"]),
-                         keep_front_matter=bool(prep["keep_front_matter"]), index_matter=bool(prep["index_matter"]),
-                         progress=settings.progress)
+    prep = dict(c.preprocess or {})
+    # The books as every chunker's annotation run reads them (with max_words: auto, each chunker
+    # works out its own cap; these use the cap of a chunker without a chat model).
+    docs = read_books(benchmark_sources(bench, document_reader(prep, resolve_word_cap(prep))))
     questions = select_questions(bench, docs, c.suite.max_questions, settings.seed)
     if not questions:
         raise ValueError(f"{bench.name}: no questions on books with text")
@@ -96,7 +107,12 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
     gen_qids = generation_sample(questions, comp, c.generation.max_questions, settings.seed)
     groups = {k: cfg_get(cfg, k) for k in ("llm", "prompt", "feedback")}
     try:
-        results = _evaluate_specs(specs, bench, docs, questions, comp, settings, gen_qids, groups)
+        with tempfile.TemporaryDirectory(prefix="litseg-chunks-") as scratch:
+            # Each chunker's annotation run folder: under the run folder, where a rerun of the
+            # same command resumes it; in a scratch folder for a run without one.
+            runs = ChunkerRuns(Path(out_dir) / CHUNKER_RUNS if out_dir is not None else Path(scratch), prep, groups,
+                               c.chunking.window_units, settings.progress)
+            results, failed = _evaluate_specs(specs, bench, docs, questions, comp, settings, gen_qids, runs)
     finally:
         if components is None:
             comp.store.close()
@@ -106,7 +122,8 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
                               pairwise=pairwise, settings=settings, wall_seconds=time.perf_counter() - t_start,
                               meta={"components": component_identity(comp), "questions_evaluated": len(questions),
                                     "generation_questions": len(gen_qids), "books_prepared": len(docs),
-                                    "units": sum(len(d.units) for d in docs.values())})
+                                    "units": sum(len(d.units) for d in docs.values()),
+                                    "failed_chunkers": failed})
     if out_dir is not None:
         _write(result, students, c, Path(out_dir))
     return result
@@ -114,16 +131,26 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
 
 def _evaluate_specs(specs: Sequence[Any], bench: Benchmark, docs: Mapping[str, Document],
                     questions: Sequence[Question], comp: Components, settings: EvalSettings, gen_qids: set[str],
-                    groups: Mapping[str, Any]) -> list[ChunkerResult]:
+                    runs: ChunkerRuns) -> tuple[list[ChunkerResult], dict[str, Any]]:
+    """The scored chunkers, and the chunkers whose annotation run failed in part (label -> failed
+    units and books, run folder): scored on the chunks they have when they have any."""
     chunk_sets = ChunkSetBuilder(build_chunkset)  # a `+merge` row reuses its base row's chunks
     results: list[ChunkerResult] = []
+    failed: dict[str, Any] = {}
     for spec in specs:
         log.info("evaluating %s (%s)", spec.label, spec.kind)
-        cs = chunk_sets(spec, bench, docs, groups=groups, progress=settings.progress)
+        cs = chunk_sets(spec, bench, docs, runs=runs)
+        if cs.run_failures is not None:
+            failed[spec.label] = cs.run_failures
+            log.error("chunker %s: %d unit(s) and %d book(s) failed (listed in %s/failures.jsonl; a rerun of this "
+                      "command tries them again)", spec.label, cs.run_failures["units_failed"],
+                      cs.run_failures["books_failed"], cs.run_failures["run_dir"])
         if not cs.chunks:
+            if cs.run_failures is not None:
+                continue  # nothing to score; the run reports the chunker as failed
             raise ValueError(f"chunker {spec.label!r} produced no chunks")
         results.append(evaluate_chunkset(cs, bench, docs, questions, comp, settings, generation_qids=gen_qids))
-    return results
+    return results, failed
 
 
 def _write(result: EvaluationResult, students: Any, c: EvaluateConfig, out_dir: Path) -> None:
@@ -191,7 +218,20 @@ def run_from_hydra(cfg: Any, out_dir: Path | None = None) -> float:
     if objective.metric and math.isnan(value):
         log.warning("objective %s was not computed in this run (no gold evidence, or generation/judge off); "
                     "returning NaN", objective.metric)
-    return task.finish({}, value)
+    failed = result.meta["failed_chunkers"]
+    value = task.finish({"failed_chunkers": failed}, math.nan if failed else value)
+    if failed:
+        _report_failures(failed)
+        sys.exit(UNITS_FAILED_EXIT)
+    return value
+
+
+def _report_failures(failed: Mapping[str, Any]) -> None:
+    """What failed, on stderr: a chunker with failed units is no result to compare."""
+    for label, why in failed.items():
+        print(f"error: chunker {label} failed: {why['units_failed']} unit(s), {why['books_failed']} book(s) "
+              f"(no chunks for them; errors in {why['run_dir']}/failures.jsonl); rerun this command with the same "
+              "hydra.run.dir to try them again", file=sys.stderr, flush=True)
 
 
 def _export(cfg: Any) -> int:

@@ -109,7 +109,7 @@ def evaluate_chunkset(cs: ChunkSet, bench: Benchmark, docs: Mapping[str, Documen
         "chunks": stats, "segment_quality": seg, "generation": gen_summary,
         "rerank": {"kind": comp.reranker.name, "calls": comp.reranker.calls - rr_calls,
                    "failures": comp.reranker.failures - rr_failures},
-        "unit_failures": len(cs.unit_failures), "fallbacks": fallback_summary(cs.unit_fallbacks),
+        "unit_failures": cs.failure_count, "run_failures": cs.run_failures, "fallbacks": fallback_summary(cs.unit_fallbacks),
         "warnings": cs.warnings, "seconds": timings,
         "embedder_window": dense.window if dense is not None else None,
         "questions_without_chunks": sum(1 for q in questions if not book_positions.get(q.book_id)),

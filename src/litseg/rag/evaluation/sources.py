@@ -1,30 +1,37 @@
-"""Where a chunker's chunks come from: a chunker config run over the prepared books, the
-benchmark's own sections, or a file of chunks written elsewhere (:mod:`.chunk_files`)."""
+"""Where a chunker's chunks come from: a chunker config run over the benchmark's books by the
+annotation run of ``annotate.py`` (one resumable run folder per chunker, read back as a run folder
+by :mod:`.chunk_files`), the benchmark's own sections, or a file of chunks written elsewhere."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet, count_unit_fallbacks
+from litseg.annotation.annotate import RunSetupMismatch
+from litseg.annotation.entry import annotate_books
+from litseg.annotation.sources import BookSource, Prepare
+from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet
 from litseg.rag.rows import text_of
 from litseg.rag.config import DEFAULT_CONF_DIR, method_config
-from litseg.rag.benchmarks.records import Benchmark
+from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook
 from litseg.segmentation.types import Chunk, Document
 from litseg.utils.config import ConfigError, to_plain
 from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.spans import overlapping_sentences
 from litseg.rag.derived_chunks import expand_derived
 from litseg.rag.evaluation.chunk_files import load_chunkset
-from litseg.segmentation.preprocess import prepare_document
+from litseg.segmentation.reading import slugify
 from litseg.segmentation.reconstruct import chunk_id
 
 
 SECTIONS_METHOD = "benchmark_sections"
+#: The source of a chunk set a chunker made in this run (not read from a file).
+CHUNKED = "chunked"
 
 
 def resolve_chunkers(chunkers: Any, chunk_files: Sequence[Any] = (), conf_dir: Path = DEFAULT_CONF_DIR
@@ -100,46 +107,29 @@ def _label_from_path(path: str) -> str:
     return p.stem if p.is_file() else p.name
 
 
-def prepare_books(bench: Benchmark, *, max_words: int = 2000, max_sentence_words: int = 120,
-                  keep_front_matter: bool = False, index_matter: bool = True,
-                  progress: bool = False) -> dict[str, Document]:
-    """Each book with a text as a :class:`Document` with units and sentences (as annotate.py
-    prepares a book file, the matter settings included). Books without text are skipped; their
-    questions cannot retrieve."""
-    from tqdm.auto import tqdm
+def benchmark_sources(bench: Benchmark, prepare: Prepare) -> list[BookSource]:
+    """The benchmark's books that have a text, as book sources of an annotation run: read with
+    ``prepare`` (the annotation's reader, :func:`litseg.annotation.entry.document_reader`), keyed
+    on restart by their text. Books without text are left out; their questions cannot retrieve."""
 
-    docs: dict[str, Document] = {}
-    for book in tqdm(bench.books, desc="prepare books", unit="book", disable=not progress, dynamic_ncols=True):
-        if not book.has_text:
-            continue
-        doc = Document(book_id=book.book_id, text=book.load_text(), title=book.title,
-                       author=text_of(book.meta, "author"), source_path=str(book.path or ""))
-        prepare_document(doc, max_words=max_words, max_sentence_words=max_sentence_words,
-                         keep_front_matter=keep_front_matter, index_matter=index_matter)
-        docs[book.book_id] = doc
-    return docs
+    def document(book: BenchmarkBook) -> Document:
+        return Document(book_id=book.book_id, text=book.load_text(), title=book.title,
+                        author=text_of(book.meta, "author"), source_path=str(book.path or ""))
+
+    def text_hash(book: BenchmarkBook) -> str:
+        return hashlib.sha256(book.load_text().encode("utf-8", "surrogatepass")).hexdigest()
+
+    # The label names the book in the run folder's documents.jsonl: the benchmark and the book id
+    # keep it unique where two books share a file name.
+    return [BookSource(f"{bench.name}:{book.book_id}", (lambda book=book: prepare(document(book))),
+                       (lambda book=book: text_hash(book)))
+            for book in bench.books if book.has_text]
 
 
-def chunk_books(label: str, chunker: Any, docs: Mapping[str, Document], progress: bool = False) -> ChunkSet:
-    """Chunk every unit of every document; a unit that fails is recorded (its fallback chunks,
-    if the chunker gave any, are kept) and the run goes on."""
-    from tqdm.auto import tqdm
-
-    chunks: list[Chunk] = []
-    failures: list[dict[str, Any]] = []
-    diagnostics: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
-    for doc in tqdm(list(docs.values()), desc=f"chunk [{label}]", unit="book", disable=not progress,
-                    dynamic_ncols=True):
-        for res in chunker.chunk_units(doc, doc.units):
-            if res.error is not None:
-                failures.append({"book_id": res.book_id, "unit_id": res.unit_id, "error": res.error})
-            chunks.extend(res.chunks)
-            diagnostics.append(res.diagnostics)
-    fp = chunker.fingerprint() if hasattr(chunker, "fingerprint") else {}
-    return ChunkSet(label=label, method=str(getattr(chunker, "name", label)), chunks=chunks, source="chunked",
-                    seconds=time.perf_counter() - t0, unit_failures=failures, config=fp,
-                    unit_fallbacks=count_unit_fallbacks(diagnostics))
+def read_books(sources: Sequence[BookSource]) -> dict[str, Document]:
+    """Each source's document, as the annotation run reads it, by book id."""
+    docs = (source.load() for source in sources)
+    return {doc.book_id: doc for doc in docs}
 
 
 def sections_chunkset(label: str, bench: Benchmark, docs: Mapping[str, Document]) -> ChunkSet:
@@ -175,27 +165,68 @@ def sections_chunkset(label: str, bench: Benchmark, docs: Mapping[str, Document]
 OWN_GROUPS = ("llm", "prompt", "feedback")
 
 
+@dataclass(frozen=True)
+class ChunkerRuns:
+    """How the chunkers of one evaluation chunk: each through an annotation run (the machinery of
+    ``annotate.py``) over the benchmark's books, in its own folder ``<runs_dir>/<label>``, which a
+    rerun into the same place resumes. ``groups`` are the run's ``llm`` / ``prompt`` /
+    ``feedback`` groups, ``preprocess`` its preprocess group (``max_words: auto`` included)."""
+
+    runs_dir: Path
+    preprocess: Mapping[str, Any]
+    groups: Mapping[str, Any]
+    window_units: int
+    progress: bool = False
+
+    def folder(self, label: str) -> Path:
+        return self.runs_dir / slugify(label)
+
+
 def build_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, Document], *,
-                   groups: Mapping[str, Any] | None = None, progress: bool = False) -> ChunkSet:
-    """Produce the chunks of one spec. ``groups`` are the config groups a chunker may need
-    (``llm``, ``prompt``, ``feedback``)."""
+                   runs: ChunkerRuns | None = None) -> ChunkSet:
+    """Produce the chunks of one spec: a file read, the benchmark's sections, or a chunker run
+    through the annotation run (``runs``) and its chunks read back from the run folder."""
     if spec.kind == "file":
         assert spec.path is not None
         return load_chunkset(spec.label, spec.path, bench, docs)
     if spec.kind == "sections":
         return sections_chunkset(spec.label, bench, docs)
+    if runs is None:
+        raise ValueError(f"chunker {spec.label!r}: a chunker config needs ChunkerRuns to run in")
+    return annotated_chunkset(spec, bench, docs, runs)
+
+
+def annotated_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, Document],
+                       runs: ChunkerRuns) -> ChunkSet:
+    """The chunker of ``spec`` run over the benchmark by the annotation run (batching across
+    books, resuming what its folder holds) and read back like any run folder. Failed units have no
+    chunks; they are listed in ``unit_failures`` (and the summary) so that the run counts them."""
     # A chunker entry may bring its own model and prompt (e.g. the shipped student beside the
     # untrained model in one table); otherwise it reads the run's llm / prompt / feedback groups.
     method = dict(spec.method)
     own = {k: method.pop(k) for k in OWN_GROUPS if method.get(k) is not None}
-    chunker = build_chunker_from_config(method, **{**dict(groups or {}), **own})
+    groups = {**dict(runs.groups), **own}
+    chunker = build_chunker_from_config(method, **groups)
+    folder = runs.folder(spec.label)
     try:
-        if callable(getattr(chunker, "check", None)):
-            chunker.check()  # a model folder or server that is not there: one line, before any unit
-        cs = chunk_books(spec.label, chunker, docs, progress=progress)
-    finally:
-        close = getattr(chunker, "close", None)
-        if callable(close):
-            close()
-    cs.config = {"method": spec.method, "fingerprint": cs.config}
+        summary = annotate_books(chunker, lambda prepare: benchmark_sources(bench, prepare), folder,
+                                 preprocess=runs.preprocess, llm_config=groups.get("llm"),
+                                 window_units=runs.window_units, progress=runs.progress,
+                                 extra_summary={"input": f"{bench.name} (evaluate.py, chunker {spec.label})"})
+    except RunSetupMismatch as exc:
+        raise RunSetupMismatch(f"chunkers.{spec.label}: {folder} holds chunks of another setup of this chunker; "
+                               "evaluate into another hydra.run.dir (a rerun of the same command resumes)") from exc
+    failures = [*({"book_id": "", "unit_id": "", "error": f"{b['path']}: {b['error']}"}
+                  for b in summary["books_failed"]), *summary["failed_units"]]
+    if summary["chunks_total_in_dir"] == 0:
+        cs = ChunkSet(label=spec.label, method=chunker.name, chunks=[], source=CHUNKED)
+    else:
+        cs = load_chunkset(spec.label, folder, bench, docs)
+    cs.source = CHUNKED  # made by this run (the report saves such chunks); the folder is in config
+    cs.seconds = float(summary["seconds"])
+    cs.unit_failures = failures
+    cs.config = {"method": spec.method, "fingerprint": summary["fingerprint"], "run_dir": str(folder),
+                 "word_cap": summary["word_cap"]}
+    cs.run_failures = {"units_failed": int(summary["units_failed"]), "books_failed": len(summary["books_failed"]),
+                       "run_dir": str(folder)} if failures else None
     return cs
