@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
         f"Writer prompt: `conf/prompt/{writer.get('prompt')}.yaml` (version `{writer.get('prompt_version')}`); "
         "the writer was trained on nothing else.", "",
         "## Decoding settings chosen on the validation books", "",
-        f"- cut threshold {nets['threshold']} (rule: {((meta.get('training') or {}).get('threshold') or {}).get('rule', 'match_count')}); "
+        f"- cut threshold {nets['threshold']} (rule: {meta['training']['threshold']['rule']}); "
         f"validation: boundary F1 within one sentence {_fmt(val.get('f1'))}, exact-cut F1 {_fmt(val.get('exact_f1'))}, "
         f"{val.get('predicted')} cuts against the teacher's {val.get('reference')}",
         f"- context sentences: {'on' if ctx.get('on') else 'off'}"
@@ -63,14 +64,14 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
            f" (no threshold reached a validation precision of {ctx.get('min_precision')}; "
            "`method.max_context=1 method.threshold=...` does not change that, it is the context net's own limit)"),
         "", "## Data", "",
-        f"Teacher runs: {', '.join(meta.get('data', {}).get('runs') or [])}; book split `{meta.get('data', {}).get('split')}` "
+        f"Teacher runs: {', '.join(meta['data']['runs'])}; book split `{meta['data']['split']}` "
         "(src/litseg/data/splits): the test books are never trained on.", "",
         "| split | units (boundary nets) | writer examples | books |", "|---|---|---|---|",
     ]
-    units = (meta.get("data") or {}).get("units") or {}
-    examples = report.get("examples") or {}
+    # counts: a split with no unit or example is absent from these records, i.e. 0
+    units, examples = Counter(meta["data"]["units"] or {}), Counter(report.get("examples") or {})
     for split in ("train", "validation", "test"):
-        lines.append(f"| {split} | {units.get(split, 0)} | {examples.get(split, 0)} | {len(books.get(split, []))} |")
+        lines.append(f"| {split} | {units[split]} | {examples[split]} | {len(books.get(split, []))} |")
     lines += [
         "", f"Writer examples dropped or not drawn: {report.get('dropped') or 'none'}.", "",
         "## Training", "",

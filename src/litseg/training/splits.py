@@ -52,7 +52,10 @@ def load_book_split(name_or_path: str) -> dict[str, list[str]]:
     return lists
 
 
+UNLISTED = "train"  # a book that no list of the split names is a training book
+
+
 def assign_books(book_ids: Iterable[str], split: dict[str, list[str]]) -> dict[str, str]:
     """Each book's split: the list that names it, else ``train``."""
     where = {book: key for key in LISTED for book in split[key]}
-    return {book: where.get(book, "train") for book in set(book_ids)}
+    return {book: where.get(book, UNLISTED) for book in set(book_ids)}

@@ -25,10 +25,9 @@ NET_FILES = ("boundary.safetensors", "context.safetensors", "training.json")
 def boundary_metrics(record: dict[str, Any]) -> dict[str, float]:
     """The boundary stage's validation figures as evaluation metrics (``eval/boundary_f1`` is the
     agreement with the teacher's cuts within one sentence at the chosen threshold)."""
-    v = record.get("validation") or {}
-    return {"eval/boundary_f1": float(v.get("f1", float("nan"))),
-            "eval/boundary_exact_f1": float(v.get("exact_f1", float("nan"))),
-            "eval/boundary_cuts": float(v.get("predicted", 0)), "eval/teacher_cuts": float(v.get("reference", 0))}
+    v = record["validation"]  # train_tagger_nets always writes it (the threshold chosen there)
+    return {"eval/boundary_f1": float(v["f1"]), "eval/boundary_exact_f1": float(v["exact_f1"]),
+            "eval/boundary_cuts": float(v["predicted"]), "eval/teacher_cuts": float(v["reference"])}
 
 
 def weights_digest(folder: Path) -> str:
@@ -51,7 +50,7 @@ def assemble_tagger(plan: Any, dest: Path, boundary: dict[str, Any], writer_adap
         shutil.copytree(writer_adapter, dest / "writer")
     meta = {
         "name": dest.parent.name if dest.name == "tagger" else dest.name,
-        "encoder": boundary.get("encoder", "default"),
+        "encoder": boundary["encoder"],
         "nets": boundary["settings"],
         "writer": None if writer_adapter is None else {
             "adapter": "writer", "base_model": tc.model.path, "model_name": tc.model.name,
