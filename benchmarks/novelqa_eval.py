@@ -169,8 +169,12 @@ def choose_rows(args: argparse.Namespace) -> list[Row]:
 def run(cmd: list[str], log: Path) -> float:
     """Run a project command as a user would (output into ``log``); its wall seconds. Stops the
     script when the command fails."""
+    # A cold response cache of the run's own: seconds per book must be the model's time, not replies
+    # replayed from an earlier (killed) run of the same command; resuming is the run folders' job.
+    cache = log.parent / "responses.sqlite"
+    cache.unlink(missing_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "LITSEG_LLM_CACHE": str(cache)}
     print("$", shlex.join(cmd), flush=True)
     t0 = time.perf_counter()
     with log.open("a", encoding="utf-8") as fh:
