@@ -1,7 +1,7 @@
 """Compare chunkers on a QA benchmark: chunk, index (Qdrant), retrieve, rerank, answer, score.
 
     python -m litseg.evaluate suite=fairytaleqa 'chunkers=[token,recursive,semantic]'
-    python -m litseg.evaluate suite=smoke 'chunkers=[token,recursive]' retrieval.embedder.model=hashing  # seconds, no embedding model
+    python -m litseg.evaluate suite=smoke 'chunkers=[token,recursive]' retrieval.embedder.model=hashing  # seconds
     python -m litseg.evaluate suite=gutenqa_emma 'chunkers=[recursive]' '+chunkers.mine={chunks: outputs/annotate/RUN}'
     python -m litseg.evaluate suite=literaryqa generation.enabled=true judge.enabled=true llm@generation.llm=openai
     python -m litseg.evaluate -m suite=fairytaleqa 'chunkers=[recursive]' chunkers.recursive.chunk_size=500,1000,2000
