@@ -58,13 +58,17 @@ def _minilm_wordpiece() -> Chunker:
 
 
 CHUNKERS: dict[str, tuple[str, Callable[[], Chunker]]] = {
-    "token-ws": ("token, 128 whitespace tokens", lambda: TokenChunker(128, 0, "whitespace")),
-    "token-smollm2": ("token, 128 SmolLM2 tokens, overlap 16", lambda: TokenChunker(128, 16, "embedded")),
+    "token-ws": ("token, 128 whitespace tokens",
+                 lambda: TokenChunker(chunk_size=128, overlap=0, tokenizer="whitespace")),
+    "token-smollm2": ("token, 128 SmolLM2 tokens, overlap 16",
+                      lambda: TokenChunker(chunk_size=128, overlap=16, tokenizer="embedded")),
     "token-wordpiece": ("token, 128 MiniLM word pieces", _minilm_wordpiece),
-    "recursive": ("recursive, 1,000 chars", lambda: RecursiveChunker(1000, 0)),
-    "recursive-overlap": ("recursive, 1,000 chars, overlap 200", lambda: RecursiveChunker(1000, 200)),
+    "recursive": ("recursive, 1,000 chars", lambda: RecursiveChunker(chunk_size=1000, chunk_overlap=0)),
+    "recursive-overlap": ("recursive, 1,000 chars, overlap 200",
+                          lambda: RecursiveChunker(chunk_size=1000, chunk_overlap=200)),
     "recursive+merge": ("recursive 1,000 + merge to 350 words",
-                        lambda: DynamicMerge(RecursiveChunker(1000, 0), target=350, measure="words")),
+                        lambda: DynamicMerge(RecursiveChunker(chunk_size=1000, chunk_overlap=0), target=350,
+                                             measure="words")),
     "semantic": ("semantic, MiniLM, buffer 1, p95", _semantic),
 }
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from litseg.adapters import chunk_text, read_book, resolve_chunker, text_to_document
+from litseg.adapters import chunk_text, default_max_words, read_book, resolve_chunker, text_to_document
 from litseg.chunkers.recursive import RecursiveChunker
 from litseg.chunkers.token import TokenChunker
 
@@ -44,6 +44,22 @@ def test_preprocessing_keeps_chunks_inside_units() -> None:
     for c in chunks:
         lo, hi = bounds[c.unit_id]
         assert lo <= c.start < c.end <= hi and text[c.start : c.end] == c.main_text
+
+
+def test_the_adapters_defaults_are_the_shipped_configs() -> None:
+    """A chunker named to an adapter takes its settings from its config class (equal to
+    conf/method), the unit cap from conf/preprocess/default.yaml: the adapters hold no copy."""
+    from omegaconf import OmegaConf
+
+    from litseg.utils.locations import config_dir
+
+    assert default_max_words() == OmegaConf.load(config_dir() / "preprocess" / "default.yaml").max_words
+    assert resolve_chunker("recursive").chunk_size == OmegaConf.load(  # type: ignore[attr-defined]
+        config_dir() / "method" / "recursive.yaml").chunk_size
+    para = "The crew worked hard all day on the deck of the ship. " * 6
+    text = "\n\n".join([para] * 4)
+    assert chunk_text(text, RecursiveChunker())[1] == chunk_text(text, RecursiveChunker(),
+                                                                   max_words=default_max_words())[1]
 
 
 def test_resolve_chunker_by_name_or_object() -> None:

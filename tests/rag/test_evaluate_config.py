@@ -101,6 +101,17 @@ def test_method_config_is_composed_by_hydra_also_inside_a_running_app() -> None:
         method_config("no_such_method")
 
 
+
+def test_composing_another_folder_inside_a_running_app_is_refused(tmp_path: Path) -> None:
+    """Inside an app, compose reads the app's configs: another folder would be read silently wrong."""
+    (tmp_path / "method").mkdir()
+    (tmp_path / "method" / "token.yaml").write_text("name: token\n", encoding="utf-8")
+    with initialize_config_dir(config_dir=str(DEFAULT_CONF_DIR), version_base="1.3"):
+        with pytest.raises(RuntimeError, match="inside a running Hydra app"):
+            method_config("token", tmp_path)
+    assert method_config("token", tmp_path) == {"name": "token"}  # no app running: that folder
+
+
 # ------------------------------------------------------------------------------- registries
 def test_vector_stores_are_built_by_name_through_the_registry() -> None:
     from litseg.rag.config import StoreConfig

@@ -14,8 +14,11 @@ book with :func:`read_book` and the adapters give exactly annotate.py's chunks a
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from omegaconf import OmegaConf
 
 from litseg.chunkers.base import Chunker
 from litseg.chunkers.build import build_chunker
@@ -23,25 +26,36 @@ from litseg.segmentation.reading import read_document
 from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Chunk, Document, Sentence, Unit
 from litseg.segmentation.preprocess import prepare_document
+from litseg.utils.locations import config_dir
 
 if TYPE_CHECKING:
     from litseg.adapters.langchain import LitsegTextSplitter
     from litseg.adapters.llamaindex import LitsegNodeParser
 
-__all__ = ["LitsegNodeParser", "LitsegTextSplitter", "chunk_text", "read_book", "resolve_chunker", "text_to_document"]
+__all__ = ["LitsegNodeParser", "LitsegTextSplitter", "chunk_text", "default_max_words", "read_book", "resolve_chunker",
+           "text_to_document"]
 
 
-def text_to_document(text: str, book_id: str = "text", *, preprocess: bool = True, max_words: int = 2000) -> Document:
+@functools.cache
+def default_max_words() -> int:
+    """The word cap of a unit that annotate.py uses by default: ``max_words`` of
+    ``conf/preprocess/default.yaml``, read there so that the adapters hold no copy of it."""
+    return int(OmegaConf.load(config_dir() / "preprocess" / "default.yaml").max_words)
+
+
+def text_to_document(text: str, book_id: str = "text", *, preprocess: bool = True,
+                     max_words: int | None = None) -> Document:
     """A litseg document over ``text`` exactly as given (no decoding or cleaning), so that chunk
     offsets are offsets into ``text``.
 
     With ``preprocess`` the project's preprocessing finds the units (chapters, ..., each under
-    ``max_words`` words; Project Gutenberg front matter and licence are left out of every unit)
-    and their sentences; without it the whole text is one unit split into sentences.
+    ``max_words`` words, None: :func:`default_max_words`; Project Gutenberg front matter and
+    licence are left out of every unit) and their sentences; without it the whole text is one
+    unit split into sentences.
     """
     doc = Document(book_id=book_id, text=text)
     if preprocess:
-        return prepare_document(doc, max_words=max_words)
+        return prepare_document(doc, max_words=default_max_words() if max_words is None else max_words)
     sentences = [Sentence(i, s, e) for i, (s, e) in enumerate(split_spans(text), start=1)]
     if sentences:
         doc.units = [Unit(book_id=book_id, unit_id="0001", index=0, start=0, end=len(text), sentences=sentences)]
@@ -63,8 +77,9 @@ def resolve_chunker(chunker: Chunker | str, params: dict[str, Any] | None = None
 
 
 def chunk_text(text: str, chunker: Chunker, book_id: str = "text", *, preprocess: bool = True,
-               max_words: int = 2000) -> tuple[Document, list[Chunk]]:
-    """Chunk a plain string unit by unit; chunk offsets index into ``text``."""
+               max_words: int | None = None) -> tuple[Document, list[Chunk]]:
+    """Chunk a plain string unit by unit; chunk offsets index into ``text`` (``max_words``: see
+    :func:`text_to_document`)."""
     doc = text_to_document(text, book_id=book_id, preprocess=preprocess, max_words=max_words)
     chunks: list[Chunk] = []
     for result in chunker.chunk_units(doc, doc.units):

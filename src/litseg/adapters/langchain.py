@@ -39,7 +39,7 @@ class LitsegTextSplitter(TextSplitter):
         content: str = "main_text",
         book_id: str = "text",
         preprocess: bool = True,
-        max_words: int = 2000,
+        max_words: int | None = None,  # None: conf/preprocess/default.yaml's (default_max_words)
         **kwargs: Any,
     ) -> None:
         # LangChain's own size/overlap settings do not apply: the chunker decides.

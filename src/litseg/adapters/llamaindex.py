@@ -30,7 +30,8 @@ class LitsegNodeParser(NodeParser):
     chunker_params: dict[str, Any] = Field(default_factory=dict, description="Parameters of the chunker.")
     content: str = Field(default="main_text", description="'main_text' (source slice) or 'text' (with context).")
     preprocess: bool = Field(default=True, description="Find units with the litseg preprocessing (else one unit).")
-    max_words: int = Field(default=2000, description="Word cap of a unit when preprocessing.")
+    max_words: int | None = Field(default=None, description="Word cap of a unit when preprocessing "
+                                  "(None: max_words of conf/preprocess/default.yaml).")
     _chunker: Chunker = PrivateAttr()
 
     def __init__(self, chunker: Chunker | str = "recursive", chunker_params: dict[str, Any] | None = None,

@@ -128,20 +128,12 @@ def _json_numbers(text: str) -> list[int]:
 
 
 class LumberChunker(Chunker):
-    def __init__(
-        self,
-        llm: ChatModel,
-        template: Mapping[str, Any],
-        *,
-        token_budget: int = 550,
-        granularity: str = "sentences",
-        budget_tokenizer: str = "auto",
-        max_retries: int = 2,
-        max_new_tokens: int = 32,
-        constrained: bool = True,
-        workers: int = 8,
-        name: str = "lumberchunker",
-    ) -> None:
+    def __init__(self, llm: ChatModel, template: Mapping[str, Any], **settings: Any) -> None:
+        """``settings`` are fields of :class:`LumberConfig` (``conf/method/lumberchunker.yaml``); one
+        left out takes the config's default, the only one there is."""
+        config = LumberConfig(**{"name": "lumberchunker", **settings, "template": dict(template)})
+        token_budget, granularity, budget_tokenizer = config.token_budget, config.granularity, config.budget_tokenizer
+        max_retries, max_new_tokens = config.max_retries, config.max_new_tokens
         for key in ("user", "retry"):
             if key not in template:
                 raise ValueError(f"lumberchunker: the prompt template lacks {key!r} "
@@ -157,9 +149,9 @@ class LumberChunker(Chunker):
         self.budget_tokenizer = budget_tokenizer
         self.max_retries = int(max_retries)
         self.max_new_tokens = int(max_new_tokens)
-        self.constrained = bool(constrained)
-        self.workers = int(workers)
-        self.name = name
+        self.constrained = bool(config.constrained)
+        self.workers = int(config.workers)
+        self.name = config.name
         self._counter: Callable[[str], int] | None = None
         self._counter_name = budget_tokenizer
 
@@ -307,6 +299,6 @@ class LumberConfig(MethodConfig):
 
 
 @register("lumberchunker", config=LumberConfig)
-def make_lumberchunker(config: LumberConfig, groups: ChunkerGroups) -> Chunker:
-    return LumberChunker(groups.chat_model(), **config.options())
+def make_lumberchunker(config: LumberConfig, groups: ChunkerGroups) -> LumberChunker:
+    return LumberChunker(groups.chat_model(), config.template, **config.options("template"))
 

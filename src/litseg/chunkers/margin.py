@@ -51,18 +51,12 @@ class AnswerScorer(Protocol):
 
 
 class MarginSamplingChunker(Chunker):
-    def __init__(
-        self,
-        scorer: AnswerScorer,
-        template: Mapping[str, Any],
-        *,
-        threshold: float = 0.0,
-        dynamic_threshold: bool = True,
-        threshold_window: int | None = None,
-        max_chunk_words: int | None = None,
-        renormalize: bool = False,
-        name: str = "margin_sampling",
-    ) -> None:
+    def __init__(self, scorer: AnswerScorer, template: Mapping[str, Any], **settings: Any) -> None:
+        """``settings`` are fields of :class:`MarginConfig` (``conf/method/margin_sampling.yaml``; its
+        model fields are the ``scorer``'s, built by the factory); one left out takes the config's
+        default, the only one there is."""
+        config = MarginConfig(**{"name": "margin_sampling", **settings, "template": dict(template)})
+        threshold, threshold_window, max_chunk_words = config.threshold, config.threshold_window, config.max_chunk_words
         for key in ("user", "split_answer", "keep_answer"):
             if key not in template:
                 raise ValueError(f"margin sampling: the prompt template lacks {key!r} "
@@ -78,11 +72,11 @@ class MarginSamplingChunker(Chunker):
         self.scorer = scorer
         self.template = dict(template)
         self.threshold = float(threshold)
-        self.dynamic_threshold = bool(dynamic_threshold)
+        self.dynamic_threshold = bool(config.dynamic_threshold)
         self.threshold_window = threshold_window
         self.max_chunk_words = max_chunk_words
-        self.renormalize = bool(renormalize)
-        self.name = name
+        self.renormalize = bool(config.renormalize)
+        self.name = config.name
 
     def messages(self, left: str, right: str) -> list[dict[str, str]]:
         user = str(self.template["user"]).format(left=left, right=right)
@@ -165,8 +159,5 @@ class MarginConfig(ScorerConfig):
 
 
 @register("margin_sampling", config=MarginConfig)
-def make_margin_sampling(config: MarginConfig, groups: ChunkerGroups) -> Chunker:
-    return MarginSamplingChunker(
-        config.scorer(), config.template, threshold=config.threshold, dynamic_threshold=config.dynamic_threshold,
-        threshold_window=config.threshold_window, max_chunk_words=config.max_chunk_words,
-        renormalize=config.renormalize)
+def make_margin_sampling(config: MarginConfig, groups: ChunkerGroups) -> MarginSamplingChunker:
+    return MarginSamplingChunker(config.scorer(), config.template, **config.options("template"))

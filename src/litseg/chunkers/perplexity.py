@@ -121,8 +121,13 @@ def usage_diagnostics(before: Any, after: Any, started: float) -> dict[str, Any]
 
 
 class PerplexityChunker(Chunker):
-    def __init__(self, scorer: PieceLossScorer, *, threshold: float = 0.0, boundary: str = "after",
-                 context_tokens: int = 256, window_tokens: int = 1024, name: str = "perplexity") -> None:
+    def __init__(self, scorer: PieceLossScorer, **settings: Any) -> None:
+        """``settings`` are fields of :class:`PerplexityConfig` (``conf/method/perplexity.yaml``; its
+        model fields are the ``scorer``'s, built by the factory); one left out takes the config's
+        default, the only one there is."""
+        config = PerplexityConfig(**{"name": "perplexity", **settings})
+        threshold, boundary = config.threshold, config.boundary
+        context_tokens, window_tokens = config.context_tokens, config.window_tokens
         if boundary not in BOUNDARIES:
             raise ValueError(f"perplexity chunker: boundary must be one of {BOUNDARIES}, got {boundary!r}")
         if threshold < 0:
@@ -134,7 +139,7 @@ class PerplexityChunker(Chunker):
         self.boundary = boundary
         self.context_tokens = int(context_tokens)
         self.window_tokens = int(window_tokens)
-        self.name = name
+        self.name = config.name
 
     def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
         started = time.perf_counter()
@@ -200,6 +205,5 @@ class PerplexityConfig(ScorerConfig):
 
 
 @register("perplexity", config=PerplexityConfig)
-def make_perplexity(config: PerplexityConfig, groups: ChunkerGroups) -> Chunker:
-    return PerplexityChunker(config.scorer(), threshold=config.threshold, boundary=config.boundary,
-                             context_tokens=config.context_tokens, window_tokens=config.window_tokens)
+def make_perplexity(config: PerplexityConfig, groups: ChunkerGroups) -> PerplexityChunker:
+    return PerplexityChunker(config.scorer(), **config.options())

@@ -60,15 +60,12 @@ def unwrap_lines(text: str) -> str:
 class RecursiveChunker(Chunker):
     name = "recursive"
 
-    def __init__(
-        self,
-        chunk_size: int = 1000,
-        chunk_overlap: int = 0,
-        separators: list[str] | None = None,
-        is_separator_regex: bool | None = None,
-        keep_separator: bool | str = "end",
-        unwrap_lines: bool = False,
-    ) -> None:
+    def __init__(self, **settings: Any) -> None:
+        """``settings`` are fields of :class:`RecursiveConfig` (``conf/method/recursive.yaml``); one
+        left out takes the config's default, the only one there is."""
+        config = RecursiveConfig(**{"name": "recursive", **settings})
+        chunk_size, chunk_overlap, separators = config.chunk_size, config.chunk_overlap, config.separators
+        keep_separator = config.keep_separator
         if chunk_size < 1:
             raise ValueError(f"recursive splitter: chunk_size must be >= 1, got {chunk_size}")
         if not 0 <= chunk_overlap < chunk_size:
@@ -81,9 +78,9 @@ class RecursiveChunker(Chunker):
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.separators = list(separators) if separators is not None else list(DEFAULT_SEPARATORS)
-        self.is_separator_regex = separators is None if is_separator_regex is None else is_separator_regex
+        self.is_separator_regex = separators is None if config.is_separator_regex is None else config.is_separator_regex
         self.keep_separator = keep_separator
-        self.unwrap_lines = unwrap_lines
+        self.unwrap_lines = config.unwrap_lines
         self._splitter = RecursiveCharacterTextSplitter(
             separators=self.separators,
             is_separator_regex=self.is_separator_regex,
@@ -171,5 +168,5 @@ class RecursiveConfig(MethodConfig):
 
 
 @register("recursive", config=RecursiveConfig)
-def make_recursive(config: RecursiveConfig, groups: ChunkerGroups) -> Chunker:
-    return RecursiveChunker(**config.options("name"))
+def make_recursive(config: RecursiveConfig, groups: ChunkerGroups) -> RecursiveChunker:
+    return RecursiveChunker(**config.options())

@@ -106,15 +106,12 @@ def breakpoints(distances: np.ndarray, percentile: float) -> tuple[list[int], fl
 class SemanticChunker(Chunker):
     name = "semantic"
 
-    def __init__(
-        self,
-        model: str | None = None,
-        buffer_size: int = 1,
-        breakpoint_percentile: float = 95.0,
-        batch_size: int = 32,
-        embedder: SentenceEmbedder | None = None,
-        max_chunk_tokens: int | str | None = "auto",
-    ) -> None:
+    def __init__(self, embedder: SentenceEmbedder | None = None, **settings: Any) -> None:
+        """``settings`` are fields of :class:`SemanticConfig` (``conf/method/semantic.yaml``); one
+        left out takes the config's default, the only one there is. ``embedder`` replaces the
+        model the settings name (``model``, ``batch_size``), e.g. a test's fake."""
+        config = SemanticConfig(**{"name": "semantic", **settings})
+        buffer_size, breakpoint_percentile = config.buffer_size, config.breakpoint_percentile
         if buffer_size < 0:
             raise ValueError(f"semantic chunker: buffer_size must be >= 0, got {buffer_size}")
         if not 0 <= breakpoint_percentile <= 100:
@@ -123,9 +120,9 @@ class SemanticChunker(Chunker):
         self.buffer_size = buffer_size
         self.breakpoint_percentile = float(breakpoint_percentile)
         if embedder is None:
-            embedder = load_embedder(model, batch_size=batch_size)
+            embedder = load_embedder(config.model, batch_size=config.batch_size)
         self.embedder = embedder
-        self.max_chunk_tokens = resolve_cap(max_chunk_tokens, embedder)
+        self.max_chunk_tokens = resolve_cap(config.max_chunk_tokens, embedder)
 
     def chunk_unit(self, doc: Document, unit: Unit) -> UnitResult:
         sents = unit.sentences
@@ -178,5 +175,5 @@ class SemanticConfig(MethodConfig):
 
 
 @register("semantic", config=SemanticConfig)
-def make_semantic(config: SemanticConfig, groups: ChunkerGroups) -> Chunker:
-    return SemanticChunker(**config.options("name"))
+def make_semantic(config: SemanticConfig, groups: ChunkerGroups) -> SemanticChunker:
+    return SemanticChunker(**config.options())

@@ -179,7 +179,11 @@ def window_spans(
 class TokenChunker(Chunker):
     name = "token"
 
-    def __init__(self, chunk_size: int = 128, overlap: int = 0, tokenizer: str = "auto") -> None:
+    def __init__(self, **settings: Any) -> None:
+        """``settings`` are fields of :class:`TokenConfig` (``conf/method/token.yaml``); one left out
+        takes the config's default, the only one there is."""
+        config = TokenConfig(**{"name": "token", **settings})
+        chunk_size, overlap, tokenizer = config.chunk_size, config.overlap, config.tokenizer
         if chunk_size < 1:
             raise ValueError(f"token splitter: chunk_size must be >= 1, got {chunk_size}")
         if not 0 <= overlap < chunk_size:
@@ -218,5 +222,5 @@ class TokenConfig(MethodConfig):
 
 
 @register("token", config=TokenConfig)
-def make_token(config: TokenConfig, groups: ChunkerGroups) -> Chunker:
-    return TokenChunker(chunk_size=config.chunk_size, overlap=config.overlap, tokenizer=config.tokenizer)
+def make_token(config: TokenConfig, groups: ChunkerGroups) -> TokenChunker:
+    return TokenChunker(**config.options())

@@ -21,9 +21,12 @@ from typing import Any, Literal
 
 from litseg.utils.tracking import LoggerConfig
 from litseg.utils.config import config_schema, from_dict, to_plain
+from litseg.utils.locations import checkout_root, config_dir
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_CONF_DIR = REPO_ROOT / "conf"
+DEFAULT_CONF_DIR = config_dir()
+#: Where a suite's relative data paths are also looked for (after the working directory): the
+#: checkout; none for an installed package, whose suites read ``shared_dir`` ($LITSEG_SHARED_DIR).
+DATA_BASE_DIRS: tuple[Path, ...] = tuple(root for root in (checkout_root(),) if root is not None)
 TextField = Literal["main_text", "text"]
 
 
@@ -229,20 +232,29 @@ class EvaluateConfig:
 # ============================================================================== composition
 @contextmanager
 def hydra_conf(conf_dir: Path = DEFAULT_CONF_DIR) -> Iterator[None]:
-    """Hydra's compose API over ``conf_dir``, also from inside a running Hydra app (evaluate.py
-    composing a method config for a student): the app's global state is set aside and restored."""
+    """Hydra's compose API over ``conf_dir``, without touching a running app's state.
+
+    Outside a Hydra app the compose API is set up over ``conf_dir`` for the block. Inside one
+    (evaluate.py composing a student's method config) Hydra's global state belongs to the app and
+    is already set up over the same configs (the entries take theirs from
+    :func:`~litseg.utils.locations.config_dir`, the default here), so compose goes through it as
+    it is: no second setup, nothing to set aside or restore. Composing another folder from inside
+    an app would silently read the app's, so that is refused."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.singleton import Singleton
 
     register_method_chunkers(conf_dir)
-    running = Singleton._instances.pop(GlobalHydra, None)
-    try:
-        with initialize_config_dir(config_dir=str(Path(conf_dir).resolve()), version_base="1.3"):
+    folder = Path(conf_dir).resolve()
+    running = GlobalHydra.instance()
+    if not running.is_initialized():
+        with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
             yield
-    finally:
-        if running is not None:
-            Singleton._instances[GlobalHydra] = running
+        return
+    sources = [s.path for s in running.config_loader().get_sources() if s.scheme() == "file"]
+    if not any(Path(s).resolve() == folder for s in sources):
+        raise RuntimeError(f"cannot compose {folder} inside a running Hydra app whose configs are "
+                           f"{', '.join(sources) or 'not folders'}")
+    yield
 
 
 #: Methods that are no chunkers option: ``imported`` replays the books its records name, not the

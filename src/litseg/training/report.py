@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.utils.jsonl import read_jsonl
+from litseg.utils.locations import checkout_root
 
 #: The paper's order of LitSeg-Lite and its ablations (section 4.3); other experiments follow.
 ABLATION_ORDER = ["litseg_lite", "grpo", "sft", "no_grpo", "no_finetune", "no_stage1", "no_stage2",
@@ -40,11 +41,11 @@ def load_runs(roots: str | Path | Iterable[str | Path]) -> list[dict[str, Any]]:
 def repository_root(start: str | Path | None = None) -> Path:
     """The litseg checkout: the nearest folder at or above ``start`` (default: the working
     directory, e.g. ``notebooks/`` for a notebook) holding ``pyproject.toml`` and
-    ``conf/train.yaml``; else the checkout this package is installed from; else the working
-    directory."""
+    ``conf/train.yaml``; else the checkout this package runs from; else the working directory
+    (an installed package has no checkout: relative paths are then the working directory's)."""
     here = Path(start or Path.cwd()).resolve()
-    package = Path(__file__).resolve().parents[3]
-    for candidate in (here, *here.parents, package):
+    package = checkout_root()
+    for candidate in (here, *here.parents, *([package] if package else [])):
         if (candidate / "pyproject.toml").is_file() and (candidate / "conf" / "train.yaml").is_file():
             return candidate
     return here

@@ -21,6 +21,7 @@ from litseg.annotation.annotate import annotate
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
 from litseg.llm.testing import ScriptedChatModel
 from litseg.segmentation.preprocess import prepare_document
+from litseg.utils.locations import config_dir
 
 DEMO_STORY = Path(__file__).resolve().parents[1] / "data" / "demo" / "the_two_lanterns.md"
 _INDEX = re.compile(r"^\[(\d+)\]", re.MULTILINE)
@@ -87,7 +88,7 @@ def load_prompt(name: str) -> dict[str, Any]:
     """A prompt config of ``conf/prompt`` as a plain dict (for code outside a Hydra run)."""
     import yaml
 
-    path = Path(__file__).resolve().parents[3] / "conf" / "prompt" / f"{name}.yaml"
+    path = config_dir() / "prompt" / f"{name}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no prompt config {path}")
     return dict(yaml.safe_load(path.read_text(encoding="utf-8")))

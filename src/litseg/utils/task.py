@@ -17,13 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from litseg.utils.config import to_plain
+from litseg.utils.locations import checkout_root
 
 
 def git_commit() -> str | None:
-    """The commit of the litseg checkout this code runs from (None outside a git checkout)."""
+    """The commit of the litseg checkout this code runs from (None outside a git checkout, and for
+    an installed package, which may sit inside some other project's repository)."""
+    root = checkout_root()
+    if root is None:
+        return None
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=root)
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None

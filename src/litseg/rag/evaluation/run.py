@@ -16,7 +16,7 @@ from typing import Any
 from litseg.annotation.entry import document_reader
 from litseg.annotation.word_cap import resolve_word_cap
 from litseg.rag.benchmarks import load_benchmark_from_args
-from litseg.rag.config import DEFAULT_CONF_DIR, REPO_ROOT, EvaluateConfig, SuiteConfig, complete_config, evaluate_config
+from litseg.rag.config import DATA_BASE_DIRS, DEFAULT_CONF_DIR, EvaluateConfig, SuiteConfig, complete_config, evaluate_config
 from litseg.rag.benchmarks.records import Benchmark, Question
 from litseg.rag.evaluation.aggregate import pairwise_table
 from litseg.rag.evaluation.components import Components, build_components, component_identity
@@ -59,7 +59,7 @@ def limit_books(bench: Benchmark, max_books: int | None) -> Benchmark:
                      warnings=bench.warnings, meta={**bench.meta, "max_books": max_books})
 
 
-def load_suite(suite: SuiteConfig | Mapping[str, Any], base_dirs: Sequence[Path] = (REPO_ROOT,)) -> Benchmark:
+def load_suite(suite: SuiteConfig | Mapping[str, Any], base_dirs: Sequence[Path] = DATA_BASE_DIRS) -> Benchmark:
     """The suite's benchmark: the registered loader ``suite.loader`` called with ``suite.args``
     (the loader says which of its arguments are paths: those are resolved against ``base_dirs``
     and must exist), then ``max_books`` applied."""

@@ -1,0 +1,60 @@
+"""Train LitSeg-Lite (LoRA SFT, then GRPO with a DAPO-style objective and a narratological judge).
+
+    python -m litseg.train +experiment=sft data.runs=[outputs/annotate/teacher]
+    python -m litseg.train +experiment=grpo stage.grpo.init_adapter=outputs/train/sft/RUN/adapter data.runs=[...]
+    python -m litseg.train +experiment=litseg_lite data.runs=[...]        # SFT, then GRPO, in one run
+    python -m litseg.train +experiment=grpo debug=smoke                   # seconds on a CPU, tiny model
+    python -m litseg.train -m +sweep=ablations data.runs=[...]            # the paper's ablation grid
+    accelerate launch --config_file conf/accelerate/zero2.yaml train.py +experiment=grpo data.runs=[...]
+
+``litseg-train ...`` (the installed command) and ``python train.py ...`` (in a checkout) are the
+same entry. See docs/training.md.
+
+Writes config.yaml, data_report.json, metrics.jsonl, stages/<kind>/{checkpoints,adapter},
+adapter/, eval_samples.jsonl and train_summary.json into the run directory; returns the
+configured metric (eval/reward by default) for Hydra sweepers.
+
+Every run ends with one line (verdict, metric, adapter, tensors changed per stage). A run that
+trained nothing (no trainable tensor changed, or GRPO rewards all 0 / never differing within a
+group) says "TRAINED NOTHING" with the reasons, and the entry exits with code 3 once every run
+(every job of a sweep) has finished and written its files.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from litseg.cli import check_command_line, run_entry
+from litseg.training.launch import share_run_id
+from litseg.training.run import UNTRAINED_EXIT, run_training
+from litseg.utils.locations import config_dir
+
+# Run directories of the runs (sweep jobs) that trained nothing, for the exit code.
+UNTRAINED: list[str] = []
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
+def main(cfg: DictConfig) -> float:
+    summary = run_entry(run_training, cfg)  # known errors: one line, exit code 2
+    if summary.get("trained_nothing"):
+        UNTRAINED.append(str(summary.get("run_dir")))
+    return float(summary["metric"])
+
+
+def cli() -> None:
+    """The command line: config mistakes as one line and exit code 2, one run directory for all
+    processes of a distributed launch, the Hydra app, and exit code 3 when a run trained nothing."""
+    check_command_line(config_dir(), "train")
+    share_run_id()
+    main()
+    if UNTRAINED:
+        print(f"train: {len(UNTRAINED)} run(s) trained nothing (exit code {UNTRAINED_EXIT}): "
+              + ", ".join(UNTRAINED), file=sys.stderr)
+        sys.exit(UNTRAINED_EXIT)
+
+
+if __name__ == "__main__":
+    cli()
