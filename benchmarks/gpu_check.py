@@ -338,10 +338,10 @@ def _judge_dry(judge: Any) -> str:
     """The local judge server answers a judgement through the judge reward."""
     from litseg.llm.factory import build_llm
     from litseg.training.rewards import NarratologicalJudgeReward
-    from litseg.training.synthetic import load_prompt
+    from litseg.testing.configs import prompt_config
 
     llm = build_llm({"backend": "openai", "model": JUDGE_MODEL, "base_urls": judge.base_url, "cache": None})
-    reward = NarratologicalJudgeReward(llm, load_prompt("judge"))
+    reward = NarratologicalJudgeReward(llm, prompt_config("judge"))
     reward.check()
     answer = json.dumps({"segments": [{"subtitle": "a", "from_idx": 1, "to_idx": 2, "context_idx": []},
                                       {"subtitle": "b", "from_idx": 3, "to_idx": 4, "context_idx": [1]}]})

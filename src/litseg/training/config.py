@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from litseg.chunkers.groups import SinglePassPrompt, WriterPrompt
+from litseg.chunkers.groups import JudgePrompt, SinglePassPrompt, WriterPrompt
 from litseg.utils.config import ConfigError, config_schema, from_dict, to_plain
 from litseg.utils.tracking import LoggerConfig
 
@@ -226,7 +226,7 @@ class TrainConfig:
     # The segmentation prompt (conf/prompt): single-pass, or the tagger's writer.
     prompt: SinglePassPrompt | WriterPrompt | None = None
     judge_llm: dict[str, Any] = field(default_factory=dict)  # the judge model (an llm config, conf/llm)
-    judge: dict[str, Any] = field(default_factory=dict)  # the judge rubric (conf/prompt/judge.yaml)
+    judge: JudgePrompt | None = None  # the judge rubric (conf/prompt/judge.yaml)
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.stage.run if s not in STAGE_KINDS]

@@ -141,7 +141,7 @@ def _rewards(tc: TrainConfig) -> tuple[list[Any], list[float]]:
     """The reward functions and weights (for GRPO and for the evaluation), none when neither runs."""
     if "grpo" not in tc.stage.run and not tc.eval.enabled:
         return [], []
-    context = RewardContext(judge_rubric=tc.judge or None, judge_llm=tc.judge_llm or None)
+    context = RewardContext(judge_rubric=tc.judge, judge_llm=tc.judge_llm or None)
     return build_rewards(tc.rewards, context)
 
 

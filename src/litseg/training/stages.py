@@ -94,7 +94,7 @@ def stage_settings(plan: StagePlan, kind: str, adapter_in: Path | None) -> dict[
     }
     if kind == "grpo":
         settings["rewards"] = {name: to_dict(spec) for name, spec in tc.rewards.items()}
-        settings["judge_rubric"] = tc.judge
+        settings["judge_rubric"] = section_dict(tc.judge) if tc.judge is not None else {}
         settings["reward_models"] = [_reward_identity(fn) for fn in plan.reward_funcs]
     return settings
 
