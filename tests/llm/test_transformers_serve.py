@@ -164,9 +164,8 @@ def _units(run: Path) -> dict[str, dict[str, Any]]:
 
 def test_server_killed_mid_run_then_restarted(server: Server, model_dir: Path, tokenizer: Any,
                                               tmp_path: Path) -> None:
-    from omegaconf import OmegaConf
-
     from litseg.chunkers.llm_common import render_single_pass_messages
+    from litseg.testing.configs import prompt_config
 
     book, run, cache = _book(tmp_path / "fog.md"), tmp_path / "run", tmp_path / "cache.sqlite"
     t0 = time.monotonic()
