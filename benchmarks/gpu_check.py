@@ -105,13 +105,16 @@ def unit_requests(max_tokens: int, sentences: int = 24) -> tuple[int, list[Any]]
     from litseg.segmentation.grammar import coverage_grammar
     from litseg.segmentation.preprocess import prepare_document
     from litseg.segmentation.schema import SchemaLimits, get_schema, json_schema
+    from litseg.chunkers.groups import PromptConfig
     from litseg.training.synthetic import load_prompt
+    from litseg.utils.config import from_dict
 
     doc = prepare_document(REPO / "src/litseg/data/demo/the_two_lanterns.md")
     texts = unit_sentence_texts(doc, doc.units[0])[:sentences]
-    n, prompt, limits = len(texts), load_prompt("litseg_lite_compact"), SchemaLimits.from_config(None)
+    n, limits = len(texts), SchemaLimits.from_config(None)
+    prompt = from_dict(PromptConfig, load_prompt("litseg_lite_compact"), "prompt")
     messages = render_single_pass_messages(prompt, texts, None, unit_paragraph_starts(doc, doc.units[0])[:n])
-    schema = json_schema(get_schema(prompt["schema"]), n_sentences=n, bounded=limits)
+    schema = json_schema(get_schema(prompt.schema), n_sentences=n, bounded=limits)
     grammar = coverage_grammar(n, title_chars=limits.text["chapter_title"], subtitle_chars=limits.text["subtitle"],
                                max_context=limits.list_limit("context_idx", n) or n)
     return n, [ChatRequest(messages=messages, json_schema=schema, max_tokens=max_tokens),
@@ -335,10 +338,10 @@ def _judge_dry(judge: Any) -> str:
     """The local judge server answers a judgement through the judge reward."""
     from litseg.llm.factory import build_llm
     from litseg.training.rewards import NarratologicalJudgeReward
-    from litseg.training.synthetic import load_prompt
+    from litseg.testing.configs import prompt_config
 
     llm = build_llm({"backend": "openai", "model": JUDGE_MODEL, "base_urls": judge.base_url, "cache": None})
-    reward = NarratologicalJudgeReward(llm, load_prompt("judge"))
+    reward = NarratologicalJudgeReward(llm, prompt_config("judge"))
     reward.check()
     answer = json.dumps({"segments": [{"subtitle": "a", "from_idx": 1, "to_idx": 2, "context_idx": []},
                                       {"subtitle": "b", "from_idx": 3, "to_idx": 4, "context_idx": [1]}]})

@@ -46,6 +46,8 @@ from litseg.annotation.teacher_replay import (  # noqa: E402
     load_teacher_units,
     replay_teacher,
 )
+from litseg.chunkers.groups import PromptConfig  # noqa: E402
+from litseg.utils.config import from_dict  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
 
 DOCS = REPO / "docs" / "teacher.md"
@@ -65,10 +67,10 @@ def method_params(name: str) -> dict[str, Any]:
     return cfg
 
 
-def prompt_config(name: str) -> dict[str, Any]:
+def prompt_config(name: str) -> PromptConfig:
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / f"{name}.yaml"), resolve=True)
+    return from_dict(PromptConfig, OmegaConf.load(REPO / "conf" / "prompt" / f"{name}.yaml"), "prompt")
 
 
 def settings(method: str) -> list[tuple[str, dict[str, Any]]]:

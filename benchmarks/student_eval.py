@@ -369,7 +369,8 @@ def instructions_of(row: Row) -> list[str]:
     name = next((o.split("=", 1)[1] for o in row.overrides if o.startswith("prompt=")), None)
     if name is None:
         return []
-    return instruction_strings(OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / f"{name}.yaml")))
+    prompt = OmegaConf.load(REPO / "conf" / "prompt" / f"{name}.yaml")
+    return instruction_strings([str(prompt.get(key) or "") for key in ("user", "system")])
 
 
 # --------------------------------------------------------------------------------------------

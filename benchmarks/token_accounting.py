@@ -48,11 +48,13 @@ sys.path.insert(0, str(REPO / "src"))
 
 from omegaconf import OmegaConf  # noqa: E402
 
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig  # noqa: E402
 from litseg.chunkers.litseg import LitSegChunker  # noqa: E402
 from litseg.chunkers.litseg_lite import LitSegLiteChunker  # noqa: E402
 from litseg.llm.base import ChatModel, ChatRequest, Completion  # noqa: E402
 from litseg.llm.factory import build_llm  # noqa: E402
 from litseg.segmentation.preprocess import prepare_document  # noqa: E402
+from litseg.utils.config import from_dict  # noqa: E402
 from litseg.utils.docblocks import write_block  # noqa: E402
 
 DEMO = REPO / "src" / "litseg" / "data" / "demo" / "the_two_lanterns.md"
@@ -129,8 +131,8 @@ def _chapter_of(messages: list[dict[str, str]]) -> str:
     return user.split("END OF CHAPTER")[0] if "END OF CHAPTER" in user else user[:2000]
 
 
-def load_prompt(name: str) -> dict[str, Any]:
-    return OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / f"{name}.yaml"), resolve=True)  # type: ignore[return-value]
+def load_prompt(name: str) -> PromptConfig:
+    return from_dict(PromptConfig, OmegaConf.load(REPO / "conf" / "prompt" / f"{name}.yaml"), "prompt")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     llm_cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "llm" / f"{args.llm}.yaml"), resolve=True)
     llm_cfg["cache"] = {"enabled": True, "path": str(args.cache), "replay": bool(args.replay)}  # type: ignore[index]
-    feedback = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "feedback" / "default.yaml"), resolve=True)
+    feedback = from_dict(FeedbackConfig, OmegaConf.load(REPO / "conf" / "feedback" / "default.yaml"), "feedback")
     doc = prepare_document(args.input)
     units = doc.units[: args.units] if args.units else doc.units
     words = sum(len(doc.text[u.start:u.end].split()) for u in units)

@@ -10,6 +10,7 @@ from hydra import compose, initialize_config_dir
 from litseg.annotation.config import AnnotateConfig, LengthReferenceConfig, annotate_config_from
 from litseg.annotation.length_reference import active_reference
 from litseg.annotation.totals import RunTotals, UnitCounts
+from litseg.chunkers.groups import FeedbackConfig, PreprocessConfig, PromptConfig
 from litseg.utils.config import ConfigError
 from tests.conftest import REPO
 
@@ -23,7 +24,10 @@ def test_annotate_settings_come_typed_from_the_yaml_and_input_may_be_left_for_la
     settings = annotate_config_from(_compose())
     assert isinstance(settings, AnnotateConfig) and settings.input is None
     assert settings.window_units == 256 and settings.export.enabled and settings.new_dir is False
-    assert set(settings.groups) >= {"method", "llm", "prompt", "feedback", "preprocess", "length_reference"}
+    assert set(settings.groups) >= {"method", "llm", "length_reference"}
+    # The groups the code reads by attribute come as their schema objects.
+    assert isinstance(settings.prompt, PromptConfig) and isinstance(settings.feedback, FeedbackConfig)
+    assert isinstance(settings.preprocess, PreprocessConfig) and settings.preprocess.max_sentence_words > 0
     given = annotate_config_from(_compose("input=book.txt", "shard=1/4", "+new_dir=true"))
     assert (given.input, given.shard, given.new_dir) == ("book.txt", "1/4", True)
 
@@ -33,6 +37,8 @@ def test_a_misspelt_or_mistyped_annotate_setting_is_refused_with_its_path():
         annotate_config_from(_compose("+window_unit=3"))
     with pytest.raises(ConfigError, match="export.parquet"):
         annotate_config_from(_compose("export.parquet=maybe"))
+    with pytest.raises(ConfigError, match="preprocess.max_sentence_word"):
+        annotate_config_from(_compose("+preprocess.max_sentence_word=3"))
 
 
 def test_a_length_reference_is_read_through_its_schema():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import statistics
@@ -25,6 +26,7 @@ from litseg.annotation.length_reference import (
 )
 from litseg.annotation.store import CHUNKS, RunStore
 from litseg.utils.jsonl import read_jsonl
+from litseg.testing.configs import prompt_config
 from tests.conftest import REPO
 from tests.teacher_fakes import write_corpus
 
@@ -82,11 +84,11 @@ def test_reference_config_group_and_prompt_hint(tmp_path: Path) -> None:
     assert active_reference(OmegaConf.load(REPO / "conf" / "length_reference" / "none.yaml")) is None
     ref = active_reference({"p25": 3, "p50": 6, "p75": 11, "unit": "sentences"})
     assert ref is not None and ref["hint"] == HINTS["sentences"]
-    lite = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg_lite.yaml"))
-    assert lite["length_hint"] == ""  # off by default
-    assert with_length_hint(lite, ref)["length_hint"] == HINTS["sentences"]
-    assert with_length_hint({**lite, "length_hint": "own {p50}"}, ref)["length_hint"] == "own {p50}"
-    assert with_length_hint(lite, None)["length_hint"] == ""
+    lite = prompt_config("litseg_lite")
+    assert lite.length_hint == ""  # off by default
+    assert with_length_hint(lite, ref).length_hint == HINTS["sentences"]
+    assert with_length_hint(dataclasses.replace(lite, length_hint="own {p50}"), ref).length_hint == "own {p50}"
+    assert with_length_hint(lite, None).length_hint == ""
 
 
 def test_command_writes_a_config_that_later_runs_put_into_their_prompts(tmp_path: Path) -> None:

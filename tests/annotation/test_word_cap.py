@@ -22,9 +22,13 @@ from litseg.annotation.word_cap import (
     prompt_plan,
     resolve_word_cap,
 )
+from litseg.annotation.config import annotate_config_from
 from litseg.chunkers.base import UnitResult
+from litseg.chunkers.groups import PreprocessConfig
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.types import Document, Unit
+from litseg.testing.configs import group_yaml, preprocess_config
+from litseg.utils.config import ConfigError, from_dict
 from tests.conftest import REPO, shared_data_dir
 
 BLEAK_HOUSE = "benchmarks/literaryqa/texts/1023.txt"  # LiteraryQA validation: Bleak House
@@ -41,9 +45,9 @@ def compose(*overrides: str):
 def cap_for(cfg) -> Any:
     from litseg.annotation.entry import build_chunker_for_run
 
-    chunker, _ = build_chunker_for_run(cfg)
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    return resolve_word_cap(plain["preprocess"], chunker, plain.get("llm"))
+    settings = annotate_config_from(cfg)
+    chunker, _ = build_chunker_for_run(settings)
+    return resolve_word_cap(settings.preprocess, chunker, settings.groups.get("llm"))
 
 
 # ----------------------------------------------------------------------------- a stand-in server
@@ -109,11 +113,14 @@ def openai_overrides(url: str, *extra: str) -> list[str]:
 
 
 def test_a_number_is_the_cap_and_bad_values_are_refused() -> None:
-    assert resolve_word_cap({"max_words": 1500}).max_words == 1500
-    assert resolve_word_cap({"max_words": "900"}).mode == "fixed"
-    for bad in (0, -3, 2.5, "abc", True, None):
+    assert resolve_word_cap(preprocess_config(max_words=1500)).max_words == 1500
+    assert resolve_word_cap(preprocess_config(max_words=900)).mode == "fixed"
+    for bad in (0, -3):
         with pytest.raises(WordCapError):
-            resolve_word_cap({"max_words": bad})
+            resolve_word_cap(preprocess_config(max_words=bad))
+    for bad in (2.5, "abc", True, None):  # the schema refuses what is neither a whole number nor auto
+        with pytest.raises(ConfigError, match="preprocess.max_words"):
+            from_dict(PreprocessConfig, {**group_yaml("preprocess", "default"), "max_words": bad}, "preprocess")
 
 
 class _NoModel:
@@ -121,7 +128,7 @@ class _NoModel:
 
 
 def test_auto_without_a_chat_model_keeps_the_numeric_fallback() -> None:
-    cap = resolve_word_cap({"max_words": "auto", "auto": {"fallback_words": 1234}}, _NoModel())
+    cap = resolve_word_cap(preprocess_config("auto", auto={"fallback_words": 1234}), _NoModel())
     assert (cap.max_words, cap.mode) == (1234, "auto_fallback")
     assert "no chat model" in cap.reason
 
@@ -131,9 +138,11 @@ def test_auto_for_a_baseline_imports_no_model_backend() -> None:
         "import sys\n"
         "from litseg.chunkers.build import build_chunker\n"
         "from litseg.annotation.word_cap import resolve_word_cap\n"
+        "from litseg.testing.configs import preprocess_config\n"
         "chunker = build_chunker('recursive')\n"
+        "preprocess = preprocess_config('auto')\n"
         "before = set(sys.modules)\n"
-        "cap = resolve_word_cap({'max_words': 'auto'}, chunker, {'backend': 'embedded', 'context_window': 8192})\n"
+        "cap = resolve_word_cap(preprocess, chunker, {'backend': 'embedded', 'context_window': 8192})\n"
         "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in ('torch', 'transformers')"
         " or m.startswith('litseg.llm'))\n"
         "print(cap.max_words, cap.mode, new)\n"
@@ -151,7 +160,7 @@ def test_methods_that_send_windows_fall_back() -> None:
     with open_dict(cfg):
         cfg.llm = OmegaConf.create({"backend": "scripted", "answers": ["{}"]})
     lumber, _ = build_chunker_for_run(cfg)
-    cap = resolve_word_cap({"max_words": "auto"}, lumber, {"context_window": 32768})
+    cap = resolve_word_cap(preprocess_config("auto"), lumber, {"context_window": 32768})
     assert cap.mode == "auto_fallback" and "one prompt" in cap.reason
 
 
@@ -199,12 +208,12 @@ def test_cap_is_window_less_margin_prompt_and_answer_over_tokens_per_word() -> N
     llm = build_llm({"backend": "scripted", "answers": ["{}"]})
     render, _ = prompt_plan(_Chunker(llm))
     fixed, per_word = measure_prompt(render, llm.count_prompt_tokens)
-    cap = resolve_word_cap({"max_words": "auto", "auto": {"estimate_margin": 0.1}}, _Chunker(llm),
+    cap = resolve_word_cap(preprocess_config("auto", auto={"estimate_margin": 0.1}), _Chunker(llm),
                            {"context_window": 10000})
     assert cap.mode == "auto" and cap.token_source == "estimate" and cap.context_window == 10000
     assert cap.max_words == int((9000 - fixed - 500) / per_word)
     with pytest.raises(WordCapError, match="leaves room"):
-        resolve_word_cap({"max_words": "auto"}, _Chunker(llm), {"context_window": 900})
+        resolve_word_cap(preprocess_config("auto"), _Chunker(llm), {"context_window": 900})
 
 
 def test_teacher_reserves_the_stage_answers_it_reads(server) -> None:

@@ -17,10 +17,11 @@ from litseg.llm.batching import run_batched
 from litseg.llm.testing import ScriptedChatModel
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.types import Document
+from litseg.testing.configs import feedback_config, prompt_config
 from tests.conftest import REPO
 
-PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg_lite.yaml"))
-FEEDBACK = OmegaConf.to_container(OmegaConf.load(REPO / "conf/feedback/default.yaml"))
+PROMPT = prompt_config("litseg_lite")
+FEEDBACK = feedback_config()
 
 BOOK = """CHAPTER I
 
@@ -125,7 +126,7 @@ def test_built_from_config_groups(doc: Document) -> None:
     chunker = build_chunker_from_config(method, llm={"backend": "scripted", "answers": [answer([(1, 99)])]},
                                         prompt=PROMPT, feedback=FEEDBACK)
     assert isinstance(chunker, LitSegLiteChunker)
-    assert chunker.fingerprint()["prompt"] == PROMPT["version"]
+    assert chunker.fingerprint()["prompt"] == PROMPT.version
 
 
 class _SlowBatchModel(ChatModel):
@@ -177,7 +178,7 @@ def test_run_batched_runs_every_job_once() -> None:
     assert max(llm.batches) <= 3
 
 
-COMPACT = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg_lite_compact.yaml"), resolve=True)
+COMPACT = prompt_config("litseg_lite_compact")
 
 
 def compact_answer(ranges: list[tuple[int, int]]) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from litseg.chunkers.groups import WriterPrompt  # noqa: E402
 from litseg.chunkers.tagger import LitSegTaggerChunker, clean_subtitle, subtitle_key  # noqa: E402
 from litseg.chunkers.tagger_model import BoundaryNet, ContextNet, NetSettings, TaggerNets, save_nets  # noqa: E402
 from litseg.llm.base import Completion  # noqa: E402
@@ -18,8 +19,8 @@ from litseg.llm.testing import ScriptedChatModel  # noqa: E402
 from tests.doc_strategies import make_doc  # noqa: E402
 
 DIM = 8
-PROMPT = {"name": "tagger_writer", "version": "t", "schema": "subtitle_line", "system": "Name the passage.",
-          "user": "{block}", "block_head_words": 20, "block_tail_words": 5}
+PROMPT = WriterPrompt(name="tagger_writer", version="t", schema="subtitle_line", system="Name the passage.",
+                      user="{block}", block_head_words=20, block_tail_words=5)
 STORY = " ".join(f"Ilse counts the {w} crates on the quay and calls to the ferryman." for w in
                  ("red", "blue", "green", "grey", "black", "white", "old", "new", "wet", "dry", "tall", "low"))
 

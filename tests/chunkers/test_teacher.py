@@ -3,13 +3,13 @@ batching across units, ablation by stage skipping, and end-to-end runs on real m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import OmegaConf
 
 from litseg.chunkers.build import build_chunker, build_chunker_from_config
 from litseg.chunkers.litseg import SKIPPED_NOTE, UNAVAILABLE_NOTE, LitSegChunker, render_stage_messages
@@ -18,12 +18,13 @@ from litseg.llm.testing import ScriptedChatModel
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.types import Document
 from litseg.segmentation.validation import is_valid
+from litseg.testing.configs import feedback_config, prompt_config
 from tests.conftest import REPO
 from tests.teacher_fakes import stage_of, teacher_answer, write_book
 
-PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg.yaml"), resolve=True)
-FEEDBACK = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "feedback" / "default.yaml"), resolve=True)
-LITE_PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg_lite.yaml"), resolve=True)
+PROMPT = prompt_config("litseg")
+FEEDBACK = feedback_config()
+LITE_PROMPT = prompt_config("litseg_lite")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_three_stages_share_the_cacheable_prefix_and_pass_answers_on(book: Docum
     res = teacher(model).chunk_unit(book, book.units[0])
     assert [stage_of(r.messages) for r in model.requests] == ["stage1", "stage2", "stage3"]
     systems = {r.messages[0]["content"] for r in model.requests}
-    assert systems == {PROMPT["system"]}
+    assert systems == {PROMPT.system}
     users = [r.messages[1]["content"] for r in model.requests]
     prefix = users[0][: users[0].index("END OF CHAPTER") + len("END OF CHAPTER")]
     assert prefix.startswith("NUMBERED CHAPTER\n[1] ") and all(u.startswith(prefix) for u in users)
@@ -76,7 +77,7 @@ def test_three_stages_share_the_cacheable_prefix_and_pass_answers_on(book: Docum
 def test_render_stage_messages_is_the_public_renderer(book: Document) -> None:
     texts = [book.text[s.start:s.end] for s in book.units[0].sentences]
     msgs = render_stage_messages(PROMPT, "stage3", texts, step1_json='{"a": 1}', step2_json='{"b": 2}')
-    assert msgs[0] == {"role": "system", "content": PROMPT["system"]}
+    assert msgs[0] == {"role": "system", "content": PROMPT.system}
     assert '{"a": 1}' in msgs[1]["content"]
     assert f'"to_idx": "integer: last sentence of the block ({len(texts)}' in msgs[1]["content"]
     with pytest.raises(ValueError, match="no stage 'stage4'"):
@@ -258,7 +259,7 @@ def test_length_reference_reaches_stage3_only(book: Document) -> None:
     assert not any("median 7" in u for u in users[:2])
     assert chunker.fingerprint()["length_reference"] == reference
     # A prompt's own template wins over the reference's sentence.
-    own = {**PROMPT, "length_hint": "About {p50} sentences."}
+    own = dataclasses.replace(PROMPT, length_hint="About {p50} sentences.")
     model2 = scripted()
     LitSegChunker(model2, own, length_reference=reference).chunk_unit(book, book.units[0])
     assert "About 7 sentences." in model2.requests[2].messages[1]["content"]
@@ -273,9 +274,9 @@ def test_built_by_name_and_from_hydra_config_with_the_default_staged_prompt(book
     llm = {"backend": "tests.teacher_fakes:make_teacher_model"}
     assert cfg.prompt.name == "tagger_writer"  # the annotate default is the tagger's writer prompt ...
     chunker = build_chunker_from_config(cfg.method, llm=llm, prompt=cfg.prompt, feedback=cfg.feedback)
-    assert isinstance(chunker, LitSegChunker) and chunker.prompt["name"] == "litseg"  # ... the teacher swaps
-    assert chunker.workers == 2 and chunker.feedback_template["version"] == "feedback-v1"
-    assert build_chunker_from_config(explicit.method, llm=llm, prompt=explicit.prompt).prompt["version"] == "teacher-v1"
+    assert isinstance(chunker, LitSegChunker) and chunker.prompt.name == "litseg"  # ... the teacher swaps
+    assert chunker.workers == 2 and chunker.feedback_template.version == "feedback-v1"
+    assert build_chunker_from_config(explicit.method, llm=llm, prompt=explicit.prompt).prompt.version == "teacher-v1"
     res = chunker.chunk_unit(book, book.units[0])
     assert res.error is None and res.chunks[0].method == "litseg"
     with pytest.raises(ValueError, match="prompt=litseg"):

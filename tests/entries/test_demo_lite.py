@@ -75,7 +75,8 @@ def check_the_student_segmented(diag: dict, chunks: list[dict], prompt: dict, me
 
     assert diag["tries"] == 1 and diag["fallback"] == "none", diag
     assert len(chunks) > 1
-    copied = [c["subtitle"] for c in chunks if placeholder_subtitle(c["subtitle"], instruction_strings(prompt))]
+    told = instruction_strings([prompt["user"], prompt["system"]])
+    copied = [c["subtitle"] for c in chunks if placeholder_subtitle(c["subtitle"], told)]
     assert not copied, copied
     if method == "litseg_tagger":
         subtitles = [" ".join(c["subtitle"].lower().split()) for c in chunks]

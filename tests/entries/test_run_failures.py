@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -43,12 +44,13 @@ from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.runner import segment_with_retries
 from litseg.segmentation.schema import get_schema
 from litseg.testing.fake_openai_server import FakeOpenAIServer
+from litseg.testing.configs import prompt_config
 from tests.conftest import REPO, shared_data_dir
 from tests.teacher_fakes import teacher_answer, write_corpus
 
 DEMO = REPO / "src/litseg/data/demo/the_two_lanterns.md"
-LITE_PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg_lite.yaml"))
-TEACHER_PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg.yaml"))
+LITE_PROMPT = prompt_config("litseg_lite")
+TEACHER_PROMPT = prompt_config("litseg")
 LUMBER_PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/lumberchunker.yaml"))
 # Client settings that make a dead server cheap: one retry, near-zero backoff.
 FAST_CLIENT = ["llm.model=fake-model", "llm.cache.enabled=false", "llm.max_retries=1", "llm.backoff_base_s=0.01",
@@ -269,7 +271,7 @@ def test_prompt_and_model_are_part_of_the_setup(tmp_path: Path) -> None:
     book = next(corpus.iterdir())
 
     def lite(name: str = "scripted", version: str | None = None) -> LitSegLiteChunker:
-        prompt = dict(LITE_PROMPT, version=version or LITE_PROMPT["version"])
+        prompt = dataclasses.replace(LITE_PROMPT, version=version or LITE_PROMPT.version)
         return LitSegLiteChunker(ScriptedChatModel(lambda r: teacher_answer(r.messages), name=name), prompt)
 
     run = tmp_path / "run"

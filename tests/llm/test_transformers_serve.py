@@ -164,9 +164,8 @@ def _units(run: Path) -> dict[str, dict[str, Any]]:
 
 def test_server_killed_mid_run_then_restarted(server: Server, model_dir: Path, tokenizer: Any,
                                               tmp_path: Path) -> None:
-    from omegaconf import OmegaConf
-
     from litseg.chunkers.llm_common import render_single_pass_messages
+    from litseg.testing.configs import prompt_config
 
     book, run, cache = _book(tmp_path / "fog.md"), tmp_path / "run", tmp_path / "cache.sqlite"
     t0 = time.monotonic()
@@ -225,7 +224,7 @@ def test_server_killed_mid_run_then_restarted(server: Server, model_dir: Path, t
 
     # Token accounting from the server's usage: the first try of each unit costs what the
     # tokenizer counts for the prompt it was sent; answers stay within max_new_tokens.
-    prompt = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg_lite_compact.yaml"))
+    prompt = prompt_config("litseg_lite_compact")
     for unit_id, row in units.items():
         rows = sorted(sentences[unit_id], key=lambda r: r["idx"])
         messages = render_single_pass_messages(prompt, [r["text"] for r in rows], None, [r["para"] for r in rows])

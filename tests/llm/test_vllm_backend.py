@@ -443,17 +443,15 @@ def test_a_replica_that_died_leaves_its_shard_unavailable(fake_vllm, monkeypatch
 
 
 def test_a_chunker_fails_the_unit_a_dead_engine_left_unanswered(fake_vllm, tmp_path):
-    from omegaconf import OmegaConf
-
     from litseg.chunkers.litseg_lite import LitSegLiteChunker
     from litseg.segmentation.preprocess import prepare_document
-    from tests.conftest import REPO
+    from litseg.testing.configs import prompt_config
 
     tale = tmp_path / "tale.txt"
     tale.write_text("CHAPTER I\n\nAnna reached the mill at ENGINE_DEAD dawn. The river was high. She crossed the "
                     "bridge.\n\nNobody answered. She went home again.\n", encoding="utf-8")
     doc = prepare_document(tale)
-    prompt = OmegaConf.to_container(OmegaConf.load(REPO / "conf/prompt/litseg_lite.yaml"))
+    prompt = prompt_config("litseg_lite")
     result = LitSegLiteChunker(VLLMChatModel("m"), prompt).chunk_unit(doc, doc.units[0])
     assert result.error is not None and result.error.startswith("model unreachable: ")
     assert result.chunks == []  # no whole-unit fallback that a rerun would skip as done

@@ -16,6 +16,7 @@ from litseg.rag.chunk_quality import chunk_statistics, main_text_overlap
 from litseg.rag.chunk_sets import ChunkerSpec
 from litseg.annotation.entry import document_reader
 from litseg.annotation.word_cap import resolve_word_cap
+from litseg.testing.configs import preprocess_config
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook
 from litseg.rag.evaluation.sources import ChunkerRuns, benchmark_sources, build_chunkset, read_books, resolve_chunkers
 from tests.conftest import REPO
@@ -99,7 +100,7 @@ def _bench_and_runs(tmp_path: Path) -> tuple[Benchmark, dict[str, Any], ChunkerR
     """One book of five paragraphs, cut into units of at most 100 words, and where its chunkers run."""
     doc = _doc()
     bench = Benchmark(name="tiny", books=[BenchmarkBook(book_id=doc.book_id, text=doc.text)], questions=[])
-    preprocess = {**OmegaConf.to_container(OmegaConf.load(CONF / "preprocess" / "default.yaml")), "max_words": 100}
+    preprocess = preprocess_config(max_words=100)
     runs = ChunkerRuns(tmp_path, preprocess, groups={}, window_units=256)
     docs = read_books(benchmark_sources(bench, document_reader(preprocess, resolve_word_cap(preprocess))))
     assert len(docs[doc.book_id].units) > 1

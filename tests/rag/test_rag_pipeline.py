@@ -25,14 +25,14 @@ from litseg.rag.judge import RagJudge, parse_rating, summarize
 from litseg.rag.rerank import LLMReranker, Reranker, build_reranker, parse_yes_no
 from litseg.rag.retrieve import HybridRetriever, RetrievalSettings, Retrieved, ranked, rrf_scores, weighted_scores
 from litseg.rag.stores import collection_name
+from litseg.testing.configs import prompt_config
 from litseg.rag.stores.qdrant import QdrantStore
 from tests.conftest import REPO
 
-PROMPTS = REPO / "conf" / "prompt"
 
 
-def prompt(name: str) -> dict[str, Any]:
-    return OmegaConf.to_container(OmegaConf.load(PROMPTS / f"{name}.yaml"), resolve=True)  # type: ignore[return-value]
+def prompt(name: str) -> Any:
+    return prompt_config(name)
 
 
 # ------------------------------------------------------------------------- a synthetic benchmark

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
-from omegaconf import OmegaConf
 
 from litseg.segmentation.agreement import (
     boundary_f1,
@@ -16,7 +15,7 @@ from litseg.segmentation.agreement import (
     repeated_subtitle_share,
 )
 from litseg.segmentation.schema import get_schema
-from tests.conftest import REPO
+from litseg.testing.configs import prompt_config
 
 
 def seg(*ranges: tuple[int, int]) -> list[dict]:
@@ -69,8 +68,8 @@ def test_f1_is_symmetric_and_bounded(a: list[int], b: list[int]) -> None:
 
 
 def test_placeholder_subtitles_are_the_instructions_copied() -> None:
-    prompt = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg_lite.yaml"), resolve=True)
-    texts = instruction_strings(prompt, [get_schema("lite")])
+    prompt = prompt_config("litseg_lite")
+    texts = instruction_strings([prompt.user, prompt.system], [get_schema("lite")])
     assert placeholder_subtitle("short name of the block's core action", texts)
     assert placeholder_subtitle("Short name of the block", texts)  # a part of one, case ignored
     assert placeholder_subtitle("", texts)

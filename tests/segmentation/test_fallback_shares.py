@@ -17,13 +17,14 @@ from litseg.segmentation.runner import fallback_category, segment_with_retries
 from litseg.segmentation.schema import LiteAnswer
 from litseg.segmentation.types import Document
 from litseg.segmentation.validation import validate_segments
+from litseg.testing.configs import prompt_config
 from tests.conftest import REPO
 from tests.rag.test_rag_pipeline import CHUNKERS, eval_cfg, run, synthetic_benchmark
 
 N = 10
 WORDS = [5] * N
 MESSAGES = [{"role": "user", "content": "[1] ... [10] ..."}]
-PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg_lite.yaml"), resolve=True)
+PROMPT = prompt_config("litseg_lite")
 
 
 def ask_with(*replies: str):

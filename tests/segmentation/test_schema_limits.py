@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from omegaconf import OmegaConf
@@ -29,6 +30,7 @@ from litseg.segmentation.schema import (
     limit_hits,
 )
 from litseg.segmentation.types import Document
+from litseg.testing.configs import prompt_config
 from tests.conftest import REPO, shared_data_dir
 from tests.teacher_fakes import stage_of, teacher_answer, unit_size
 
@@ -41,8 +43,8 @@ def method_params(name: str) -> dict:
     return cfg
 
 
-def prompt(name: str) -> dict:
-    return OmegaConf.to_container(OmegaConf.load(CONF / "prompt" / f"{name}.yaml"), resolve=True)
+def prompt(name: str) -> Any:
+    return prompt_config(name)
 
 
 @pytest.fixture

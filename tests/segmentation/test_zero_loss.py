@@ -29,7 +29,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from omegaconf import OmegaConf
 
 from litseg.chunkers.litseg import LitSegChunker
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
@@ -44,7 +43,7 @@ from litseg.segmentation.runner import segment_with_retries
 from litseg.segmentation.schema import SCHEMAS, LiteAnswer, Segment, Stage3Answer
 from litseg.segmentation.types import Chunk, Document, Sentence, Unit
 from litseg.segmentation.validation import validate_segments
-from tests.conftest import REPO
+from litseg.testing.configs import feedback_config, prompt_config
 from tests.fuzz_replies import fuzz_reply, make_fuzz_model
 
 MAX_WORDS = 12
@@ -339,9 +338,9 @@ def test_zero_loss_through_the_retry_loop_for_fuzzed_replies(seed: int, unit_doc
     assert_zero_loss(doc, unit, build_chunks(doc, unit, out.segments, method="prop"))
 
 
-LITE_PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg_lite.yaml"), resolve=True)
-TEACHER_PROMPT = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg.yaml"), resolve=True)
-FEEDBACK = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "feedback" / "default.yaml"), resolve=True)
+LITE_PROMPT = prompt_config("litseg_lite")
+TEACHER_PROMPT = prompt_config("litseg")
+FEEDBACK = feedback_config()
 
 
 def fuzz_model(rng: random.Random) -> Any:

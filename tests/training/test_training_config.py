@@ -67,8 +67,8 @@ def test_command_line_values_win_over_experiment_and_smoke(experiment):
 def test_experiments_pick_stage_and_prompt(experiment, stages, schema):
     tc = train_config_from(compose_train([f"+experiment={experiment}"]))
     assert tc.stage.run == stages
-    assert tc.prompt["schema"] == schema
-    assert tc.judge["name"] == "judge"
+    assert tc.prompt.schema == schema
+    assert tc.judge is not None and tc.judge.name == "judge"
 
 
 def test_defaults_are_the_papers_objective(tmp_path):

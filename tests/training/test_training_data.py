@@ -19,7 +19,8 @@ from litseg.training.data import (
     split_books,
     teacher_target,
 )
-from litseg.training.synthetic import load_prompt, make_synthetic_run
+from litseg.training.synthetic import make_synthetic_run
+from litseg.testing.configs import prompt_config
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_teacher_run_of_the_real_litseg_chunker_gives_targets_with_every_stage(t
             return json.dumps({"step_2_threads": "one thread: the keeper's watch, intradiegetic"})
         return teacher_answer(request.messages, block=4)
 
-    staged = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "prompt" / "litseg.yaml"), resolve=True)
+    staged = prompt_config("litseg")
     chunker = LitSegChunker(ScriptedChatModel(answer), staged)
     book = write_book(tmp_path / "lamp.md", "Lamp", chapters=2, sentences=9)
     run = tmp_path / "teacher"
@@ -150,7 +151,7 @@ def test_split_is_by_book_and_deterministic():
 
 def test_build_datasets_from_a_real_annotate_run(synthetic_run, tokenizer):
     pytest.importorskip("datasets")
-    prompt = load_prompt("litseg_lite")
+    prompt = prompt_config("litseg_lite")
     ds, report = build_datasets(DataConfig(runs=[str(synthetic_run)], val_fraction=0.3), prompt, tokenizer)
     train_books = set(ds["train"]["book_id"])
     val_books = set(ds["validation"]["book_id"])
@@ -168,7 +169,7 @@ def test_build_datasets_from_a_real_annotate_run(synthetic_run, tokenizer):
 
 def test_overlong_examples_are_dropped_with_their_reason(synthetic_run, tokenizer):
     pytest.importorskip("datasets")
-    prompt = load_prompt("litseg_lite")
+    prompt = prompt_config("litseg_lite")
     _, full = build_datasets(DataConfig(runs=[str(synthetic_run)]), prompt, tokenizer)
     median_completion = int(full.completion_tokens["median"])
     cfg = DataConfig(runs=[str(synthetic_run)], max_completion_tokens=median_completion)
@@ -182,6 +183,6 @@ def test_overlong_examples_are_dropped_with_their_reason(synthetic_run, tokenize
 def test_missing_run_directory_is_a_clear_error(tmp_path, tokenizer):
     pytest.importorskip("datasets")
     with pytest.raises(FileNotFoundError, match="not an annotate run directory"):
-        build_datasets(DataConfig(runs=[str(tmp_path)]), load_prompt("litseg_lite"), tokenizer)
+        build_datasets(DataConfig(runs=[str(tmp_path)]), prompt_config("litseg_lite"), tokenizer)
     with pytest.raises(ValueError, match="data.runs"):
-        build_datasets(DataConfig(runs=[]), load_prompt("litseg_lite"), tokenizer)
+        build_datasets(DataConfig(runs=[]), prompt_config("litseg_lite"), tokenizer)

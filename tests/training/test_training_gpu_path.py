@@ -193,7 +193,7 @@ def test_a_finished_stage_is_trained_again_when_what_it_learnt_from_changed(tmp_
     from litseg.training import stages
     from litseg.training.rewards import NarratologicalJudgeReward
     from litseg.training.stages import StagePlan, run_stages
-    from litseg.training.synthetic import load_prompt
+    from litseg.testing.configs import prompt_config
 
     trained = []
 
@@ -206,7 +206,7 @@ def test_a_finished_stage_is_trained_again_when_what_it_learnt_from_changed(tmp_
 
     def plan(overrides=(), judge="judge-a", rows=("first",)):
         tc = train_config_from(compose_train([*SMOKE_GRPO, *overrides]))
-        reward = NarratologicalJudgeReward(ScriptedChatModel(["{}"], name=judge), load_prompt("judge"))
+        reward = NarratologicalJudgeReward(ScriptedChatModel(["{}"], name=judge), prompt_config("judge"))
         return StagePlan(tc=tc, out=tmp_path, tokenizer=None, datasets={"train": [{"prompt": r} for r in rows]},
                          examples={"train": len(rows)}, longest=None, reward_funcs=[reward], reward_weights=[1.0],
                          report_to=[], commit=None, main=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -21,7 +22,7 @@ from litseg.training.rewards import (
     make_format_reward,
     parse_judgement,
 )
-from litseg.training.synthetic import load_prompt
+from litseg.testing.configs import prompt_config
 from tests.conftest import REPO
 
 DIMS = ["event_validity", "unity_of_action", "cut_point_logic"]
@@ -91,7 +92,7 @@ def test_format_reward_function_reads_columns_and_logs():
 # --------------------------------------------------------------------------------------------
 # Judge
 
-RUBRIC = load_prompt("judge")
+RUBRIC = prompt_config("judge")
 CHAPTER = "\n".join(f"[{i}] Sentence {i}." for i in range(1, 11))
 TWO_CHUNKS = lite([seg(1, 4), seg(5, 10, [2])])
 
@@ -147,7 +148,7 @@ def test_clip_bounds_each_dimension_to_what_the_rubric_allows():
     assert one_block_reward(9, 5, 9) == pytest.approx(one_block_reward(5, 5, 5.5))
     assert one_block_reward(-3, 1, -3) == pytest.approx(one_block_reward(1, 1, 0.5))
     assert one_block_reward(9, 5, 9, clip=False) == pytest.approx((23 / 3 - 1) / 4)
-    rubric = dict(RUBRIC, scoring={**RUBRIC["scoring"], "adjusted_dimensions": ["plot"]})
+    rubric = dataclasses.replace(RUBRIC, scoring=dataclasses.replace(RUBRIC.scoring, adjusted_dimensions=["plot"]))
     with pytest.raises(ValueError, match="adjusted_dimensions"):
         NarratologicalJudgeReward(ScriptedChatModel([]), rubric)
 

@@ -11,18 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from litseg.chunkers.groups import FeedbackConfig, PreprocessConfig, PromptConfig
 from litseg.utils.config import config_schema, from_dict, to_plain
-
-
-@config_schema("feedback", entry="annotate", default_option="default")
-@dataclass(frozen=True)
-class FeedbackConfig:
-    """The retry message of the validate -> retry loop (str.format templates, conf/feedback)."""
-
-    name: str
-    version: str
-    item: str  # rendered once per problem with {problem}
-    user: str  # {problems} {last_index} {attempt} {max_attempts}
 
 
 @config_schema("length_reference", entry="annotate", default_option="none")
@@ -75,23 +65,30 @@ class AnnotateConfig:
     strict_exit: bool
     new_dir: bool = False  # +new_dir=true: a run dir of another setup -> a fresh folder beside it
     output_dir: str | None = None  # where to write outside Hydra (tests pass out_dir instead)
-    groups: dict[str, Any] = field(default_factory=dict)  # method, llm, prompt, ... (plain, resolved)
+    groups: dict[str, Any] = field(default_factory=dict)  # method, llm, length_reference (plain, resolved)
+    # The groups read as their schema objects (None where a config composes none).
+    prompt: PromptConfig | None = None
+    feedback: FeedbackConfig | None = None
+    preprocess: PreprocessConfig | None = None
 
 
 #: Config groups composed into annotate.yaml: read by their own schemas, not AnnotateConfig's fields.
 GROUPS = ("method", "llm", "prompt", "feedback", "preprocess", "length_reference")
+#: The groups of GROUPS that AnnotateConfig holds typed, as fields of their own.
+TYPED_GROUPS = ("prompt", "feedback", "preprocess")
 
 
 def annotate_config_from(cfg: Any) -> AnnotateConfig:
     """The typed top-level settings of a composed annotate config (a missing ``input`` is None);
-    the groups are kept, plain and resolved, in ``groups``."""
+    ``prompt``, ``feedback`` and ``preprocess`` typed by their schemas, the other groups kept,
+    plain and resolved, in ``groups``."""
     from omegaconf import DictConfig, OmegaConf
 
     if isinstance(cfg, DictConfig):
         data = {k: None if OmegaConf.is_missing(cfg, k) else to_plain(cfg[k]) for k in cfg if k != "hydra"}
     else:
         data = {k: v for k, v in dict(to_plain(cfg)).items() if k != "hydra"}
-    groups = {k: data.pop(k) for k in GROUPS if k in data}
+    groups = {k: data.pop(k) for k in GROUPS if k in data and k not in TYPED_GROUPS}
     if data.get("shard") is not None:
         data["shard"] = str(data["shard"])  # shard=1/2 reads as text, but a bare number would not
     return from_dict(AnnotateConfig, {**data, "groups": groups})

@@ -35,8 +35,10 @@ from litseg.annotation.view import chunk_table, render_html, unit_parts
 from litseg.annotation.word_cap import WordCap, resolve_word_cap
 from litseg.chunkers.base import Chunker
 from litseg.chunkers.build import build_chunker_from_config
+from litseg.chunkers.groups import PreprocessConfig
 from litseg.errors import SetupError
 from litseg.segmentation.types import Document
+from litseg.utils.config import section_dict
 from litseg.utils.task import hydra_run_dir, start_task
 from litseg.annotation.export import DEFAULT_SHARD_ROWS, export_runs
 from litseg.segmentation.preprocess import prepare_document
@@ -63,13 +65,14 @@ def exit_code(summary: dict[str, Any], strict: bool) -> int:
 
 def build_chunker_for_run(cfg: DictConfig | AnnotateConfig) -> tuple[Chunker, dict[str, Any] | None]:
     """The chunker a composed annotate config describes, with its soft length reference."""
-    groups = (cfg if isinstance(cfg, AnnotateConfig) else annotate_config_from(cfg)).groups
+    settings = cfg if isinstance(cfg, AnnotateConfig) else annotate_config_from(cfg)
+    groups = settings.groups
     reference = active_reference(groups.get("length_reference"))
-    prompt = groups.get("prompt")
+    prompt = settings.prompt
     if prompt is not None:
         prompt = with_length_hint(prompt, reference)
     chunker = build_chunker_from_config(groups["method"], llm=groups.get("llm"), prompt=prompt,
-                                        feedback=groups.get("feedback"), length_reference=reference)
+                                        feedback=settings.feedback, length_reference=reference)
     if reference is not None and getattr(chunker, "length_reference", None) is None:
         log.warning("method=%s takes no length reference; length_reference is ignored", chunker.name)
     return chunker, reference
@@ -105,11 +108,12 @@ def prompt_versions(settings: AnnotateConfig, chunker: Chunker) -> dict[str, Any
     versions = getattr(chunker, "prompt_versions", None)
     if callable(versions):
         return versions()
-    prompt = getattr(chunker, "prompt", None) or settings.groups.get("prompt") or {}
-    feedback = settings.groups.get("feedback") or {}
+    prompt = getattr(chunker, "prompt", None) or settings.prompt
     if not hasattr(chunker, "llm"):
         return {}
-    return {"prompt": prompt.get("name"), "version": prompt.get("version"), "feedback": feedback.get("version")}
+    feedback = settings.feedback
+    return {"prompt": getattr(prompt, "name", None), "version": getattr(prompt, "version", None),
+            "feedback": feedback.version if feedback else None}
 
 
 def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]:
@@ -122,7 +126,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
         planned = Path(out_dir) if out_dir else hydra_run_dir(settings.output_dir or DEFAULT_DIR)
         out = _run_dir_for(planned, run_setup(chunker.fingerprint(), prep_settings), settings)
         task = start_task("annotate", cfg, run_dir=out, fallback=DEFAULT_DIR)
-        prepare = document_reader(settings.groups["preprocess"], cap)
+        prepare = document_reader(required_preprocess(settings), cap)
         inputs, spec = _book_inputs(settings, chunker, prepare)
         extra = {"prompt_versions": prompt_versions(settings, chunker), "length_reference": reference,
                  "shard": settings.shard, "input": spec, "word_cap": cap.to_dict()}
@@ -143,7 +147,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
 
 
 def annotate_books(chunker: Chunker, sources: Callable[[Prepare], Iterable[BookSource]], out_dir: Path, *,
-                   preprocess: Mapping[str, Any], llm_config: Mapping[str, Any] | None, window_units: int,
+                   preprocess: PreprocessConfig, llm_config: Mapping[str, Any] | None, window_units: int,
                    progress: bool, extra_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """One annotation run of a built chunker over the books ``sources(prepare)`` gives, for callers
     that bring their own books (evaluate.py's benchmark): the checks of :func:`run_annotate`, the
@@ -185,10 +189,17 @@ def _check_setup(settings: AnnotateConfig, chunker: Chunker) -> tuple[WordCap, d
                              "(a file, a directory or a glob)")
         if not is_dataset_spec(settings.input):
             iter_input_paths(settings.input)  # FileNotFoundError naming what was looked for
-    return check_chunker(chunker, settings.groups["preprocess"], settings.groups.get("llm"))
+    return check_chunker(chunker, required_preprocess(settings), settings.groups.get("llm"))
 
 
-def check_chunker(chunker: Chunker, preprocess: Mapping[str, Any], llm_config: Mapping[str, Any] | None
+def required_preprocess(settings: AnnotateConfig) -> PreprocessConfig:
+    """The run's ``preprocess`` group; annotate.yaml composes one, a hand-made config may not."""
+    if settings.preprocess is None:
+        raise SetupError("no preprocess config: annotate.yaml composes one (preprocess=default)")
+    return settings.preprocess
+
+
+def check_chunker(chunker: Chunker, preprocess: PreprocessConfig, llm_config: Mapping[str, Any] | None
                   ) -> tuple[WordCap, dict[str, Any]]:
     """A model folder or server that is not there stops the run here, before anything is written;
     returns the unit word cap (``preprocess.max_words``: a number, or auto, the model's context
@@ -198,14 +209,14 @@ def check_chunker(chunker: Chunker, preprocess: Mapping[str, Any], llm_config: M
         check()
     cap = resolve_word_cap(preprocess, chunker, llm_config)
     log.info("unit word cap: %s", cap.describe())
-    return cap, {k: v for k, v in preprocess.items() if k != "auto"} | {"max_words": cap.max_words}
+    hashed = {k: v for k, v in section_dict(preprocess).items() if k != "auto"}
+    return cap, hashed | {"max_words": cap.max_words}
 
 
-def document_reader(preprocess: Mapping[str, Any], cap: WordCap) -> Prepare:
+def document_reader(preprocess: PreprocessConfig, cap: WordCap) -> Prepare:
     """How every book of a run is read and cut into units and sentences (the preprocess group)."""
-    return partial(prepare_document, max_words=cap.max_words, max_sentence_words=int(preprocess["max_sentence_words"]),
-                   keep_front_matter=bool(preprocess["keep_front_matter"]),
-                   index_matter=bool(preprocess["index_matter"]))
+    return partial(prepare_document, max_words=cap.max_words, max_sentence_words=preprocess.max_sentence_words,
+                   keep_front_matter=preprocess.keep_front_matter, index_matter=preprocess.index_matter)
 
 
 def _book_inputs(settings: AnnotateConfig, chunker: Chunker, prepare: Callable[[Any], Document]) -> tuple[Any, Any]:

@@ -19,6 +19,7 @@ the word cap, not from the model) unless ``--include-fallbacks``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import statistics
@@ -29,6 +30,7 @@ from typing import Any
 
 from litseg.annotation.config import LengthReferenceConfig
 from litseg.annotation.store import CHUNKS, LEDGER
+from litseg.chunkers.groups import PromptConfig, SinglePassPrompt, StagedPrompt
 from litseg.utils.jsonl import iter_jsonl
 from litseg.utils.config import from_dict, to_plain
 
@@ -69,17 +71,16 @@ def active_reference(node: Any) -> dict[str, Any] | None:
     return ref
 
 
-def with_length_hint(prompt: Mapping[str, Any], reference: Mapping[str, Any] | None) -> dict[str, Any]:
+def with_length_hint(prompt: PromptConfig, reference: Mapping[str, Any] | None) -> PromptConfig:
     """The prompt with ``length_hint`` filled from the reference when the prompt leaves it empty.
 
     The prompts ship with ``length_hint: ""`` (off); this is how a run with a reference gets the
     sentence into ``{length_hint}``. Rendering still needs the quantiles, which the chunker
     receives as its ``length_reference``.
     """
-    out = dict(prompt)
-    if reference and not out.get("length_hint"):
-        out["length_hint"] = reference.get("hint") or HINTS["sentences"]
-    return out
+    if not reference or not isinstance(prompt, (SinglePassPrompt, StagedPrompt)) or prompt.length_hint:
+        return prompt  # only these shapes have a {length_hint}
+    return dataclasses.replace(prompt, length_hint=reference.get("hint") or HINTS["sentences"])
 
 
 def segment_lengths(run_dirs: Sequence[str | Path], *, unit: str = "sentences",

@@ -30,6 +30,7 @@ from typing import Any
 
 from litseg.annotation.totals import UnitCounts
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion
+from litseg.chunkers.groups import PromptConfig
 from litseg.chunkers.litseg import LitSegChunker
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
 from litseg.chunkers.llm_common import number_sentences, unit_sentence_texts
@@ -190,7 +191,7 @@ class ReplayReport:
                 "all_whole": self.all_whole}
 
 
-def replay_teacher(units: TeacherUnits, method: str, params: Mapping[str, Any], prompt: Mapping[str, Any], *,
+def replay_teacher(units: TeacherUnits, method: str, params: Mapping[str, Any], prompt: PromptConfig, *,
                    setting: str = "", tokenizer: tuple[Callable[[str], list[int]], Callable[[list[int]], str]]
                    | None = None) -> ReplayReport:
     """Run ``method`` (``litseg`` or ``litseg_lite``) with ``params`` (a method config) over the

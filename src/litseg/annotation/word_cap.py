@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from litseg.chunkers.groups import PreprocessConfig
 from litseg.errors import SetupError
 from litseg.llm.base import ChatModel
 from litseg.segmentation.preprocess import prepare_document
@@ -47,8 +48,6 @@ from litseg.segmentation.types import Sentence, Unit
 log = logging.getLogger(__name__)
 
 AUTO = "auto"
-#: Defaults of ``preprocess.auto`` (conf/preprocess/default.yaml).
-DEFAULT_AUTO = {"fallback_words": 2000, "context_margin": 0.05, "estimate_margin": 0.15, "min_words": 100}
 #: The text whose prompts are measured: the bundled demo story (prose, dialogue, headings).
 SAMPLE_TEXT = Path(__file__).resolve().parents[1] / "data" / "demo" / "the_two_lanterns.md"
 # config.json keys that hold a model's context length, most specific first.
@@ -90,14 +89,14 @@ class WordCap:
                 f"{self.tokens_per_word:.2f} tokens a word ({self.token_source})")
 
 
-def resolve_word_cap(preprocess: Mapping[str, Any], chunker: Any = None,
+def resolve_word_cap(preprocess: PreprocessConfig, chunker: Any = None,
                      llm_config: Mapping[str, Any] | None = None) -> WordCap:
     """The word cap ``preprocess.max_words`` stands for, given the run's chunker and ``llm`` config."""
-    value = preprocess.get("max_words", DEFAULT_AUTO["fallback_words"])
-    if not (isinstance(value, str) and value.strip().lower() == AUTO):
+    value = preprocess.max_words
+    if value != AUTO:
         return WordCap(_positive_int(value, "preprocess.max_words"), "fixed")
-    settings = {**DEFAULT_AUTO, **dict(preprocess.get("auto") or {})}
-    fallback = _positive_int(settings["fallback_words"], "preprocess.auto.fallback_words")
+    settings = preprocess.auto
+    fallback = _positive_int(settings.fallback_words, "preprocess.auto.fallback_words")
 
     def use_fallback(reason: str) -> WordCap:
         log.info("preprocess.max_words=auto: %s; using preprocess.auto.fallback_words=%d", reason, fallback)
@@ -116,10 +115,10 @@ def resolve_word_cap(preprocess: Mapping[str, Any], chunker: Any = None,
                             "(set llm.context_window)")
     counter, token_source = prompt_token_counter(llm)
     prompt_tokens, per_word = measure_prompt(render, counter)
-    margin = float(settings["estimate_margin"] if token_source == "estimate" else settings["context_margin"])
+    margin = settings.estimate_margin if token_source == "estimate" else settings.context_margin
     usable = math.floor(window * (1.0 - margin)) - prompt_tokens - answer_tokens
     cap = math.floor(usable / per_word) if usable > 0 else 0
-    if cap < int(settings["min_words"]):
+    if cap < settings.min_words:
         raise WordCapError(
             f"preprocess.max_words=auto: a context of {window:,} tokens ({window_source}) less the prompt "
             f"({prompt_tokens:,}) and the answer budget ({answer_tokens:,}) leaves room for {cap} words; "
@@ -372,5 +371,5 @@ def _server_counter(model: Any) -> Callable[[Messages], int] | None:
     return count
 
 
-__all__ = ["AUTO", "DEFAULT_AUTO", "WordCap", "WordCapError", "chat_model_of", "context_window",
+__all__ = ["AUTO", "WordCap", "WordCapError", "chat_model_of", "context_window",
            "measure_prompt", "prompt_plan", "prompt_token_counter", "resolve_word_cap"]

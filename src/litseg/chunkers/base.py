@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig
 from litseg.errors import SetupError
 from litseg.llm.base import ChatModel
 from litseg.utils.config import ConfigError, config_schema
@@ -23,7 +24,7 @@ from litseg.segmentation.types import Chunk, Document, Unit
 @dataclass(frozen=True, kw_only=True)
 class ChunkerGroups:
     """The config groups besides ``method`` that a chunker may use: the chat model built from the
-    ``llm`` group, the ``prompt`` and ``feedback`` sections, and the soft ``length_reference``.
+    ``llm`` group, the ``prompt`` and ``feedback`` schema objects, and the soft ``length_reference``.
 
     Every factory receives one of these, holding the groups its config class declares
     (:attr:`MethodConfig.NEEDS` and :attr:`MethodConfig.TAKES`) and None for the others, so that
@@ -31,8 +32,8 @@ class ChunkerGroups:
     """
 
     llm: ChatModel | None = None
-    prompt: Mapping[str, Any] | None = None
-    feedback: Mapping[str, Any] | None = None
+    prompt: PromptConfig | None = None
+    feedback: FeedbackConfig | None = None
     length_reference: Mapping[str, Any] | None = None
 
     def chat_model(self) -> ChatModel:
@@ -41,7 +42,7 @@ class ChunkerGroups:
             raise ConfigValueError("this chunker needs an llm config (llm=...)")
         return self.llm
 
-    def prompt_section(self) -> Mapping[str, Any]:
+    def prompt_section(self) -> PromptConfig:
         """The prompt of a chunker that declares ``prompt`` in ``NEEDS`` (the builder checked it)."""
         if self.prompt is None:
             raise ConfigValueError("this chunker needs a prompt config (prompt=...)")

@@ -26,6 +26,7 @@ from litseg.chunkers.base import (
     available,
     config_class,
 )
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig
 from litseg.chunkers.merge import with_merge
 from litseg.errors import SetupError
 from litseg.llm.factory import build_llm
@@ -79,14 +80,32 @@ def require_groups(name: str, schema: type[MethodConfig], given: Mapping[str, An
         raise ConfigValueError(f"chunker {name!r} needs {' and '.join(_GROUP_WORDS[g] for g in missing)}")
 
 
+#: The groups a chunker receives as their schema objects.
+_TYPED_GROUPS: dict[str, type] = {"prompt": PromptConfig, "feedback": FeedbackConfig}
+
+
+def _typed_group(group: str, value: Any) -> Any:
+    """A group's composed section as the object a chunker receives: a schema object as given (the
+    config readers build them), a section read by its schema, anything else plain and resolved."""
+    schema = _TYPED_GROUPS.get(group)
+    if schema is None:
+        return to_plain(value)
+    if isinstance(value, schema):
+        return value
+    try:
+        return from_dict(schema, value, group)
+    except ConfigError as exc:
+        raise ConfigValueError(str(exc)) from None
+
+
 def chunker_groups(schema: type[MethodConfig], given: Mapping[str, Any]) -> ChunkerGroups:
-    """The groups ``schema`` declares, out of ``given`` (group name -> composed section, or an
-    already built chat model for ``llm``)."""
+    """The groups ``schema`` declares, out of ``given`` (group name -> schema object or composed
+    section, or an already built chat model for ``llm``)."""
     wanted = schema.NEEDS | schema.TAKES
     chosen = {g: given[g] for g in GROUP_NAMES if g in wanted and given.get(g) is not None}
     if "llm" in chosen and not hasattr(chosen["llm"], "chat_batch"):  # a config, not a model yet
         chosen["llm"] = build_llm(chosen["llm"])
-    return ChunkerGroups(**{g: v if g == "llm" else to_plain(v) for g, v in chosen.items()})
+    return ChunkerGroups(**{g: v if g == "llm" else _typed_group(g, v) for g, v in chosen.items()})
 
 
 def _construct(name: str, make: Callable[[], Chunker]) -> Chunker:

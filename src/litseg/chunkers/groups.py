@@ -1,4 +1,6 @@
-"""Typed schemas of the annotate groups a chunker reads beside ``method``: ``prompt`` and ``preprocess``.
+"""Typed schemas of the annotate groups a chunker reads beside ``method``: ``prompt``, ``feedback``
+and ``preprocess``. They live here, below the annotation layer, because the chunkers receive them
+as these objects (built once, where the config is read).
 
 The prompt group holds prompts of several shapes (single-pass segmentation prompts, the staged
 teacher prompt, the baselines' templates, the judge's rubric, the RAG prompts); each shape has its
@@ -152,6 +154,18 @@ _SHAPES: tuple[tuple[str, type[PromptConfig]], ...] = (
     ("context_relevance", RagJudgePrompt), ("yes_answer", RagRerankPrompt),
     ("block_head_words", WriterPrompt),
 )
+
+
+# ------------------------------------------------------------------------------ feedback
+@config_schema("feedback", entry="annotate", default_option="default")
+@dataclass(frozen=True)
+class FeedbackConfig:
+    """The retry message of the validate -> retry loop (str.format templates, conf/feedback)."""
+
+    name: str
+    version: str
+    item: str  # rendered once per problem with {problem}
+    user: str  # {problems} {last_index} {attempt} {max_attempts}
 
 
 # ------------------------------------------------------------------------------ preprocess

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, register
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig, PromptStage, StagedPrompt
 from litseg.chunkers.llm_common import (
     Ask,
     LLMChunker,
@@ -78,7 +79,7 @@ SKIPPED_NOTE = "(this step is left out in this run; work from the chapter alone)
 
 
 def render_stage_messages(
-    prompt: Mapping[str, Any],
+    prompt: StagedPrompt,
     stage: str,
     sentence_texts: Sequence[str],
     *,
@@ -92,25 +93,21 @@ def render_stage_messages(
     exactly what the teacher sent.
     """
     spec = stage_spec(prompt, stage)
-    user = str(spec["user"]).format(
+    user = spec.user.format(
         chapter=number_sentences(sentence_texts),
         last_index=len(sentence_texts),
         step1_json=step1_json,
         step2_json=step2_json,
         length_hint=length_hint,
     )
-    return [{"role": "system", "content": str(prompt["system"])}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": prompt.system}, {"role": "user", "content": user}]
 
 
-def stage_spec(prompt: Mapping[str, Any], stage: str) -> Mapping[str, Any]:
-    for spec in prompt.get("stages") or []:
-        if spec.get("name") == stage:
+def stage_spec(prompt: StagedPrompt, stage: str) -> PromptStage:
+    for spec in prompt.stages:
+        if spec.name == stage:
             return spec
-    raise ValueError(f"the teacher prompt {prompt.get('name')!r} has no stage {stage!r}")
-
-
-def is_staged_prompt(prompt: Mapping[str, Any] | None) -> bool:
-    return bool(prompt) and isinstance(prompt.get("stages"), list) and "system" in prompt  # type: ignore[union-attr]
+    raise ValueError(f"the teacher prompt {prompt.name!r} has no stage {stage!r}")
 
 
 @dataclass(slots=True)
@@ -148,18 +145,18 @@ class StageResult:
 class LitSegChunker(LLMChunker):
     """The LitSeg teacher. ``prompt`` is a staged prompt (``conf/prompt/litseg.yaml``)."""
 
-    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *,
-                 feedback: Mapping[str, Any] | None = None,
+    def __init__(self, llm: ChatModel, prompt: PromptConfig, *,
+                 feedback: FeedbackConfig | None = None,
                  length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`LitSegConfig` (``conf/method/litseg.yaml``);
         one left out takes the config's default, the only one there is."""
         config = LitSegConfig(**{"name": "litseg", **settings})
-        if not is_staged_prompt(prompt):
+        if not isinstance(prompt, StagedPrompt):
             raise ValueError("method=litseg needs a staged teacher prompt with `system` and `stages` "
                              "(prompt=litseg); got a single-pass prompt")
-        self.prompt = dict(prompt)
+        self.prompt = prompt
         self.answer_models: dict[str, type[BaseModel]] = {
-            stage: get_schema(str(stage_spec(self.prompt, stage)["schema"])) for stage in STAGES
+            stage: get_schema(stage_spec(prompt, stage).schema) for stage in STAGES
         }
         if not has_segments(self.answer_models["stage3"]):
             raise ValueError("the teacher's stage3 schema must carry segments")
@@ -185,7 +182,7 @@ class LitSegChunker(LLMChunker):
         self.fallback_max_words = config.fallback_max_words
         self.context_position = config.context_position
         self.length_reference = dict(length_reference) if length_reference else None
-        self.feedback_template = dict(feedback) if feedback else None
+        self.feedback_template = feedback
         if config.constrained and config.bounded_schema:
             for stage in SUMMARY_STAGES:
                 need = self.schema_limits.text_tokens(self.answer_models[stage])
@@ -201,9 +198,9 @@ class LitSegChunker(LLMChunker):
     def fingerprint(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "prompt": self.prompt.get("version", self.prompt.get("name")),
-            "stages": {s: str(stage_spec(self.prompt, s)["schema"]) for s in STAGES},
-            "feedback": (self.feedback_template or {}).get("version"),
+            "prompt": self.prompt.version,
+            "stages": {s: stage_spec(self.prompt, s).schema for s in STAGES},
+            "feedback": self.feedback_template.version if self.feedback_template else None,
             "model": self.llm.identity(),
             "max_retries": self.max_retries,
             "stage_max_retries": self.stage_max_retries,
@@ -220,8 +217,8 @@ class LitSegChunker(LLMChunker):
         }
 
     def prompt_versions(self) -> dict[str, Any]:
-        return {"prompt": self.prompt.get("name"), "version": self.prompt.get("version"),
-                "feedback": (self.feedback_template or {}).get("version")}
+        return {"prompt": self.prompt.name, "version": self.prompt.version,
+                "feedback": self.feedback_template.version if self.feedback_template else None}
 
     # ------------------------------------------------------------------ messages
     def stage_messages(self, doc: Document, unit: Unit, stage: str, *, step1_json: str = "",
@@ -380,7 +377,7 @@ class LitSegConfig(MethodConfig):
     NEEDS: ClassVar[frozenset[str]] = frozenset({"llm"})
     TAKES: ClassVar[frozenset[str]] = frozenset({"prompt", "feedback", "length_reference"})
 
-    default_prompt: dict[str, Any] | None = None
+    default_prompt: StagedPrompt | None = None
     max_retries: int = 2
     stage_max_retries: int | None = None
     max_new_tokens: int = 3072
@@ -402,7 +399,7 @@ def make_litseg(config: LitSegConfig, groups: ChunkerGroups) -> LitSegChunker:
     """``prompt`` is the composed prompt group; when it is a single-pass prompt (the annotate
     default, ``litseg_lite``), the staged prompt the method config names (``default_prompt``) is
     used instead, so ``method=litseg`` alone runs the teacher."""
-    chosen = groups.prompt if is_staged_prompt(groups.prompt) else config.default_prompt
+    chosen = groups.prompt if isinstance(groups.prompt, StagedPrompt) else config.default_prompt
     if chosen is None:
         raise ValueError("method=litseg needs the staged teacher prompt: add prompt=litseg")
     reference = groups.length_reference

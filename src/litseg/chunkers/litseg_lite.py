@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, register
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig, SinglePassPrompt, WriterPrompt
 from litseg.chunkers.llm_common import (
     LLMChunker,
     make_feedback,
@@ -32,44 +33,44 @@ from litseg.segmentation.types import Document, Unit
 
 
 class LitSegLiteChunker(LLMChunker):
-    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *,
-                 feedback: Mapping[str, Any] | None = None,
+    def __init__(self, llm: ChatModel, prompt: PromptConfig, *,
+                 feedback: FeedbackConfig | None = None,
                  length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`LitSegLiteConfig` (``conf/method/litseg_lite.yaml``);
         one left out takes the config's default, the only one there is."""
         config = LitSegLiteConfig(**{"name": "litseg_lite", **settings})
-        for key in ("system", "user", "schema"):
-            if key not in prompt:
-                raise ValueError(f"prompt config lacks {key!r} (is prompt= a single-pass prompt?)")
-        if "block_head_words" in prompt:  # annotate.py's default prompt belongs to the tagger's writer
-            raise ValueError(f"prompt {prompt.get('name')!r} is LitSeg-Tagger's writer prompt; LitSeg-Lite takes a "
+        if isinstance(prompt, WriterPrompt):  # annotate.py's default prompt belongs to the tagger's writer
+            raise ValueError(f"prompt {prompt.name!r} is LitSeg-Tagger's writer prompt; LitSeg-Lite takes a "
                              "single-pass prompt: prompt=litseg_lite_compact (with llm=student) or prompt=litseg_lite")
+        if not isinstance(prompt, SinglePassPrompt):
+            raise ValueError(f"prompt {getattr(prompt, 'name', prompt)!r} is no single-pass prompt (with system, "
+                             "user and schema): LitSeg-Lite takes prompt=litseg_lite or one of its ablations")
         self.name = config.name
         self.llm = llm
-        self.prompt = dict(prompt)
-        self.answer_model = get_schema(str(prompt["schema"]))
+        self.prompt = prompt
+        self.answer_model = get_schema(prompt.schema)
         self.max_retries = config.max_retries
         self.max_new_tokens = config.max_new_tokens
         self.constrained = config.constrained
         # Only the compact answer has a grammar; other schemas decode under their JSON Schema.
-        self.coverage_grammar = bool(config.coverage_grammar and config.constrained and prompt["schema"] in RANGE_FIRST)
+        self.coverage_grammar = bool(config.coverage_grammar and config.constrained and prompt.schema in RANGE_FIRST)
         # Cuts move to paragraph starts only where the prompt shows paragraphs to the model.
-        self.cut_at_paragraphs = bool(config.cut_at_paragraphs and prompt.get("paragraph_breaks"))
+        self.cut_at_paragraphs = bool(config.cut_at_paragraphs and prompt.paragraph_breaks)
         self.bounded_schema = config.bounded_schema
         self.schema_limits = SchemaLimits.from_config(config.schema_limits)
         self.fallback = check_unit_fallback(config.fallback)
         self.fallback_max_words = config.fallback_max_words
         self.context_position = config.context_position
         self.length_reference = dict(length_reference) if length_reference else None
-        self.feedback_template = dict(feedback) if feedback else None
+        self.feedback_template = feedback
         self.workers = config.workers
         self.max_batch = config.max_batch
 
     def fingerprint(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "prompt": self.prompt.get("version", self.prompt.get("name")),
-            "schema": self.prompt["schema"],
+            "prompt": self.prompt.version,
+            "schema": self.prompt.schema,
             "model": self.llm.identity(),
             "max_retries": self.max_retries,
             "max_new_tokens": self.max_new_tokens,
@@ -93,7 +94,7 @@ class LitSegLiteChunker(LLMChunker):
         limits = self.schema_limits if self.bounded_schema else SchemaLimits.from_config(None)
         return coverage_grammar(n, title_chars=limits.text["chapter_title"], subtitle_chars=limits.text["subtitle"],
                                 max_context=limits.list_limit("context_idx", n) or n,
-                                range_first=RANGE_FIRST[str(self.prompt["schema"])])
+                                range_first=RANGE_FIRST[self.prompt.schema])
 
     def _segment(self, doc: Document, unit: Unit, ask) -> UnitResult:
         t0 = time.perf_counter()

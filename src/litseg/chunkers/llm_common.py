@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from litseg.chunkers.base import Chunker, UnitResult
+from litseg.chunkers.groups import FeedbackConfig, SinglePassPrompt, StagedPrompt
 from litseg.errors import ModelUnreachable, SetupError
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.llm.batching import run_batched
@@ -51,7 +52,7 @@ def unit_paragraph_starts(doc: Document, unit: Unit) -> list[bool]:
 
 
 def render_single_pass_messages(
-    prompt: Mapping[str, Any], sentence_texts: Sequence[str], length_reference: Mapping[str, Any] | None = None,
+    prompt: SinglePassPrompt, sentence_texts: Sequence[str], length_reference: Mapping[str, Any] | None = None,
     paragraph_starts: Sequence[bool] | None = None,
 ) -> list[dict[str, str]]:
     """System + user messages of a single-pass prompt (LitSeg-Lite and its ablations).
@@ -60,26 +61,26 @@ def render_single_pass_messages(
     it is run with. Paragraph breaks are shown only when the prompt asks for them
     (``paragraph_breaks: true``) and they are known.
     """
-    breaks = paragraph_starts if prompt.get("paragraph_breaks") else None
-    user = str(prompt["user"]).format(
+    breaks = paragraph_starts if prompt.paragraph_breaks else None
+    user = prompt.user.format(
         chapter=number_sentences(sentence_texts, breaks),
         last_index=len(sentence_texts),
         length_hint=render_length_hint(prompt, length_reference),
     )
-    return [{"role": "system", "content": str(prompt["system"])}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": prompt.system}, {"role": "user", "content": user}]
 
 
 def sentence_word_counts(doc: Document, unit: Unit) -> list[int]:
     return [len(doc.text[s.start : s.end].split()) for s in unit.sentences]
 
 
-def render_length_hint(prompt: Mapping[str, Any], reference: Mapping[str, Any] | None) -> str:
+def render_length_hint(prompt: SinglePassPrompt | StagedPrompt, reference: Mapping[str, Any] | None) -> str:
     """The soft length reference sentence: the prompt's ``length_hint`` template, else the
     reference's own ``hint``, filled with its quantiles ({p25}, {p50}, {p75}); "" without a
     complete reference."""
     if not reference or any(reference.get(q) is None for q in ("p25", "p50", "p75")):
         return ""
-    template = str(prompt.get("length_hint") or reference.get("hint") or "")
+    template = str(prompt.length_hint or reference.get("hint") or "")
     return template.format(**reference) if template else ""
 
 
@@ -94,7 +95,7 @@ def usage_of(attempts: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     }
 
 
-def make_feedback(template: Mapping[str, Any] | None, max_attempts: int):
+def make_feedback(template: FeedbackConfig | None, max_attempts: int):
     """A ``feedback(issues, n)`` callable for the retry loop, from the ``feedback`` config group.
 
     Without a template the core's default wording is used.
@@ -106,10 +107,10 @@ def make_feedback(template: Mapping[str, Any] | None, max_attempts: int):
     def feedback(issues: Sequence[ValidationIssue], n: int) -> str:
         attempt["k"] += 1
         problems = blocking_issues(issues) or list(issues)
-        items = "\n".join(str(template["item"]).format(problem=i.message) for i in problems[:12])
+        items = "\n".join(template.item.format(problem=i.message) for i in problems[:12])
         if len(problems) > 12:
             items += f"\n(and {len(problems) - 12} more)"
-        return str(template["user"]).format(problems=items, last_index=n, attempt=attempt["k"],
+        return template.user.format(problems=items, last_index=n, attempt=attempt["k"],
                                             max_attempts=max_attempts)
 
     return feedback

@@ -25,12 +25,13 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from litseg.chunkers.base import Chunker, ChunkerGroups, MethodConfig, UnitResult, register
+from litseg.chunkers.groups import PromptConfig, WriterPrompt
 from litseg.chunkers.llm_common import unit_paragraph_starts, unit_sentence_texts
 from litseg.errors import ModelUnreachable, SetupError
 from litseg.llm.base import ChatModel, ChatRequest, Completion
@@ -87,14 +88,14 @@ def subtitle_key(subtitle: str) -> str:
 WRITER_SCHEMA = "subtitle_line"
 
 
-def writer_messages(prompt: Mapping[str, Any], texts: list[str], para: list[bool],
+def writer_messages(prompt: WriterPrompt, texts: list[str], para: list[bool],
                     block: tuple[int, int]) -> list[dict[str, str]]:
     """The writer's chat messages for one block (training builds its examples with this too)."""
     from litseg.chunkers.tagger_model import block_text  # lazy: tagger_model imports torch
 
-    text = block_text(texts, para, block, int(prompt["block_head_words"]), int(prompt["block_tail_words"]))
-    return [{"role": "system", "content": str(prompt["system"])},
-            {"role": "user", "content": str(prompt["user"]).format(block=text)}]
+    text = block_text(texts, para, block, prompt.block_head_words, prompt.block_tail_words)
+    return [{"role": "system", "content": prompt.system},
+            {"role": "user", "content": prompt.user.format(block=text)}]
 
 
 @dataclass
@@ -111,16 +112,16 @@ class _Pending:
 
 
 class LitSegTaggerChunker(Chunker):
-    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, name: str, model: str,
+    def __init__(self, llm: ChatModel, prompt: PromptConfig, *, name: str, model: str,
                  threshold: float | None, min_block: int | None, max_context: int | None,
                  max_subtitle_tokens: int, distinct_subtitles: bool,
                  batch_units: int, context_position: str) -> None:
-        for key in ("system", "user", "block_head_words", "block_tail_words"):
-            if key not in prompt:
-                raise ValueError(f"prompt config lacks {key!r} (litseg_tagger needs prompt=tagger_writer)")
+        if not isinstance(prompt, WriterPrompt):
+            raise ValueError(f"prompt {getattr(prompt, 'name', prompt)!r} is no writer prompt (with "
+                             "block_head_words): litseg_tagger needs prompt=tagger_writer")
         self.name = name
         self.llm = llm
-        self.prompt = dict(prompt)
+        self.prompt = prompt
         self.folder = resolve_tagger(model)
         self.meta = json.loads((self.folder / "tagger.json").read_text(encoding="utf-8"))
         self.threshold = threshold
@@ -158,7 +159,7 @@ class LitSegTaggerChunker(Chunker):
     def fingerprint(self) -> dict[str, Any]:
         return {"name": self.name, "tagger": self.meta.get("name", self.folder.name),
                 "tagger_digest": self.meta.get("digest"), "writer": self.llm.identity(),
-                "prompt": self.prompt.get("version", self.prompt.get("name")), "threshold": self.threshold,
+                "prompt": self.prompt.version, "threshold": self.threshold,
                 "min_block": self.min_block, "max_context": self.max_context,
                 "max_subtitle_tokens": self.max_subtitle_tokens,
                 "distinct_subtitles": self.distinct_subtitles, "context_position": self.context_position}

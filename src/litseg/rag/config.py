@@ -19,6 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from litseg.chunkers.groups import (
+    FeedbackConfig,
+    PreprocessConfig,
+    PromptConfig,
+    RagAnswerPrompt,
+    RagJudgePrompt,
+    RagRerankPrompt,
+)
 from litseg.utils.tracking import LoggerConfig
 from litseg.utils.config import config_schema, from_dict, to_plain
 from litseg.utils.locations import checkout_root, config_dir
@@ -95,7 +103,7 @@ class RerankConfig:
     constrained: bool = True
     max_length: int | None = 512
     device: str | None = None
-    prompt: dict[str, Any] | None = None  # conf/prompt/rag_rerank.yaml (kind=llm)
+    prompt: RagRerankPrompt | None = None  # conf/prompt/rag_rerank.yaml (kind=llm)
 
 
 @config_schema("retrieval", entry="evaluate", default_option="hybrid")
@@ -145,7 +153,7 @@ class GenerationConfig:
     max_tokens: int
     batch_size: int
     llm: dict[str, Any] | None = None  # composed from llm@generation.llm
-    prompt: dict[str, Any] | None = None
+    prompt: RagAnswerPrompt | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +163,7 @@ class JudgeConfig:
     batch_size: int
     constrained: bool
     llm: dict[str, Any] | None = None  # composed from llm@judge.llm
-    prompt: dict[str, Any] | None = None
+    prompt: RagJudgePrompt | None = None
 
 
 @dataclass(frozen=True)
@@ -216,9 +224,9 @@ class EvaluateConfig:
     chunkers: ChunkerEntries = None
     # Groups typed by their own schemas (conf/llm, prompt, feedback, preprocess, logger).
     llm: dict[str, Any] | None = None
-    prompt: dict[str, Any] | None = None
-    feedback: dict[str, Any] | None = None
-    preprocess: dict[str, Any] | None = None
+    prompt: PromptConfig | None = None
+    feedback: FeedbackConfig | None = None
+    preprocess: PreprocessConfig | None = None
     logger: LoggerConfig | None = None
 
     def __post_init__(self) -> None:

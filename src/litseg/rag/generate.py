@@ -7,14 +7,13 @@ Failures are kept, not dropped: an answer whose request failed has ``error`` set
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from litseg.rag.rows import text_of
+from litseg.chunkers.groups import RagAnswerPrompt
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 
-_PROMPT_KEYS = ("system", "user", "reference", "separator")
 
 
 @dataclass(slots=True)
@@ -60,18 +59,18 @@ class AnswerGenerator:
     """
 
     # max_tokens and batch_size default to conf/evaluate.yaml's `generation` values (a test checks).
-    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, answer_style: str = "",
+    def __init__(self, llm: ChatModel, prompt: RagAnswerPrompt, *, answer_style: str = "",
                  max_tokens: int = 48, temperature: float = 0.0, top_n: int | None = None,
                  max_context_chars: int | None = None, batch_size: int = 8) -> None:
-        missing = [k for k in _PROMPT_KEYS if k not in prompt]
-        if missing:
-            raise ValueError(f"answer prompt lacks {missing}")
+        if not isinstance(prompt, RagAnswerPrompt):
+            raise ValueError(f"answer prompt {getattr(prompt, 'name', prompt)!r} is no answering prompt (with "
+                             "reference, separator and answer_styles; conf/prompt/rag_answer.yaml)")
         if (top_n is not None and top_n < 1) or batch_size < 1 or max_tokens < 1:
             raise ValueError("top_n, batch_size and max_tokens must be >= 1")
         self.llm = llm
-        self.prompt = dict(prompt)
-        styles = self.prompt.get("answer_styles") or {}
-        self.answer_style = str(styles.get(answer_style, answer_style)) if answer_style else ""
+        self.prompt = prompt
+        styles = prompt.answer_styles
+        self.answer_style = (styles[answer_style] if answer_style in styles else answer_style) if answer_style else ""
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_n = top_n
@@ -88,14 +87,14 @@ class AnswerGenerator:
                     break
                 text = text[:room]
                 used += len(text)
-            parts.append(self.prompt["reference"].format(rank=rank, text=text.strip()))
+            parts.append(self.prompt.reference.format(rank=rank, text=text.strip()))
         if not parts:
-            return text_of(self.prompt, "no_references")
-        return str(self.prompt["separator"]).join(parts)
+            return self.prompt.no_references
+        return self.prompt.separator.join(parts)
 
     def messages(self, item: AnswerInput) -> list[dict[str, str]]:
-        system = self.prompt["system"].format(answer_style=self.answer_style).strip()
-        user = self.prompt["user"].format(title=item.title or "(unknown)", question=item.question,
+        system = self.prompt.system.format(answer_style=self.answer_style).strip()
+        user = self.prompt.user.format(title=item.title or "(unknown)", question=item.question,
                                           references=self.format_references(item.references))
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

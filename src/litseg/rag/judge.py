@@ -11,10 +11,11 @@ that have a score.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from litseg.chunkers.groups import PromptPair, RagJudgePrompt
 from litseg.llm.base import ChatModel, ChatRequest
 from litseg.rag.replies import MISSING, json_field
 
@@ -73,18 +74,17 @@ class RagJudge:
     """Scores contexts and answers with an LLM judge (any backend of the LLM layer)."""
 
     # max_tokens, batch_size and constrained default to conf/evaluate.yaml's `judge` values (a test checks).
-    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, max_tokens: int = 24,
+    def __init__(self, llm: ChatModel, prompt: RagJudgePrompt, *, max_tokens: int = 24,
                  max_context_chars: int | None = None, batch_size: int = 8, constrained: bool = True) -> None:
+        if not isinstance(prompt, RagJudgePrompt):
+            raise ValueError(f"judge prompt {getattr(prompt, 'name', prompt)!r} is no RAG judge prompt (with "
+                             f"templates under {' and '.join(METRICS)}; conf/prompt/rag_judge.yaml)")
         for metric in METRICS:
-            templates = prompt.get(metric)
-            if not isinstance(templates, Sequence) or len(templates) < 1:
+            if not self._templates(prompt, metric):
                 raise ValueError(f"judge prompt needs a list of templates under {metric!r}")
-            for t in templates:
-                if "system" not in t or "user" not in t:
-                    raise ValueError(f"every {metric} template needs 'system' and 'user'")
         self.llm = llm
         self.prompt = prompt
-        self.ratings = [int(r) for r in prompt["ratings"]]
+        self.ratings = list(prompt.ratings)
         if min(self.ratings) != 0 or len(self.ratings) < 2:
             raise ValueError(f"judge ratings must start at 0 and have at least two values, got {self.ratings}")
         self.top = max(self.ratings)
@@ -93,15 +93,20 @@ class RagJudge:
         self.batch_size = batch_size
         self.schema = rating_schema(self.ratings) if constrained else None
 
-    def _request(self, template: Mapping[str, str], **values: str) -> ChatRequest:
-        return ChatRequest(messages=[{"role": "system", "content": template["system"].format(**values).strip()},
-                                     {"role": "user", "content": template["user"].format(**values).strip()}],
+    @staticmethod
+    def _templates(prompt: RagJudgePrompt, metric: str) -> list[PromptPair]:
+        """The templates of one of METRICS (each a field of the judge prompt)."""
+        return list(getattr(prompt, metric))
+
+    def _request(self, template: PromptPair, **values: str) -> ChatRequest:
+        return ChatRequest(messages=[{"role": "system", "content": template.system.format(**values).strip()},
+                                     {"role": "user", "content": template.user.format(**values).strip()}],
                            json_schema=self.schema, max_tokens=self.max_tokens, temperature=0.0)
 
     def _run(self, metric: str, values: list[dict[str, str]], progress: bool) -> list[JudgeScore]:
-        return self.rate(list(self.prompt[metric]), values, progress=progress, desc=f"judge {metric}")
+        return self.rate(self._templates(self.prompt, metric), values, progress=progress, desc=f"judge {metric}")
 
-    def rate(self, templates: Sequence[Mapping[str, str]], values: list[dict[str, str]], *,
+    def rate(self, templates: Sequence[PromptPair], values: list[dict[str, str]], *,
              progress: bool = False, desc: str = "judge") -> list[JudgeScore]:
         """Ask every template about every item of ``values`` (the template fields); one score per
         item: the mean of its readable ratings over the top rating, or None."""

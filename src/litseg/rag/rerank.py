@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from litseg.chunkers.groups import RagRerankPrompt
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.rag.replies import MISSING, json_field
 from litseg.rag.retrieve import Retrieved
@@ -119,17 +120,17 @@ class LLMReranker(Reranker):
 
     name = "llm"
 
-    def __init__(self, llm: ChatModel, prompt: Mapping[str, Any], *, top_n: int = 20, max_chars: int = 4000,
+    def __init__(self, llm: ChatModel, prompt: RagRerankPrompt, *, top_n: int = 20, max_chars: int = 4000,
                  batch_size: int = 16, max_tokens: int = 12, constrained: bool = True) -> None:
         super().__init__(top_n)
-        missing = [k for k in ("system", "user", "yes_answer", "no_answer") if k not in prompt]
-        if missing:
-            raise ValueError(f"reranker prompt lacks {missing} (expected conf/prompt/rag_rerank.yaml or one like it)")
+        if not isinstance(prompt, RagRerankPrompt):
+            raise ValueError(f"reranker prompt {getattr(prompt, 'name', prompt)!r} is no reranker prompt (with "
+                             "yes_answer and no_answer; expected conf/prompt/rag_rerank.yaml or one like it)")
         if max_chars < 1 or batch_size < 1 or max_tokens < 1:
             raise ValueError("rerank max_chars, batch_size and max_tokens must be >= 1")
         self.llm = llm
-        self.prompt = dict(prompt)
-        self.yes, self.no = str(prompt["yes_answer"]), str(prompt["no_answer"])
+        self.prompt = prompt
+        self.yes, self.no = prompt.yes_answer, prompt.no_answer
         if self.yes.lower() == self.no.lower():
             raise ValueError("reranker prompt: yes_answer and no_answer must differ")
         self.max_chars = max_chars
@@ -140,8 +141,8 @@ class LLMReranker(Reranker):
 
     def request(self, question: str, passage: str) -> ChatRequest:
         values = {"question": question, "passage": passage[: self.max_chars]}
-        return ChatRequest(messages=[{"role": "system", "content": self.prompt["system"].format(**values).strip()},
-                                     {"role": "user", "content": self.prompt["user"].format(**values).strip()}],
+        return ChatRequest(messages=[{"role": "system", "content": self.prompt.system.format(**values).strip()},
+                                     {"role": "user", "content": self.prompt.user.format(**values).strip()}],
                            json_schema=self.schema, max_tokens=self.max_tokens, temperature=0.0)
 
     def rerank_many(self, queries: Sequence[str], candidates: Sequence[list[Retrieved]],
@@ -168,14 +169,13 @@ class LLMReranker(Reranker):
 
     def identity(self) -> dict[str, Any]:
         ident = getattr(self.llm, "identity", None)
-        version = self.prompt["version"] if "version" in self.prompt else self.prompt.get("name")
-        return {**super().identity(), "prompt": version,
+        return {**super().identity(), "prompt": self.prompt.version,
                 "model": ident() if callable(ident) else getattr(self.llm, "name", None),
                 "calls": self.calls, "failures": self.failures}
 
 
 def build_reranker(cfg: "RerankConfig | Mapping[str, Any] | None", *, llm_factory: Any = None,
-                   prompt: Mapping[str, Any] | None = None) -> Reranker:
+                   prompt: RagRerankPrompt | None = None) -> Reranker:
     """From the ``retrieval.rerank`` config: ``kind`` (none | cross_encoder | llm), ``top_n``,
     ``model`` (cross-encoder directory), ``batch_size``, ``max_chars`` (llm: passage characters
     shown); a mapping takes the YAML's defaults. ``llm_factory()`` builds the model for

@@ -96,13 +96,14 @@ def _norm(text: str) -> str:
     return " ".join(_WORDS.findall(text.lower()))
 
 
-def instruction_strings(prompt: Mapping[str, Any] | None = None, schema_models: Iterable[Any] = ()) -> list[str]:
+def instruction_strings(prompt_texts: Iterable[str] = (), schema_models: Iterable[Any] = ()) -> list[str]:
     """Strings a model may copy instead of answering: the quoted values of the prompt's JSON
-    shape and the field descriptions of the answer schema models (pydantic)."""
+    shape (``prompt_texts``: its user and system templates; this layer takes the texts, not the
+    prompt config, which the chunkers layer types) and the field descriptions of the answer
+    schema models (pydantic)."""
     found: list[str] = []
-    if prompt:
-        for key in ("user", "system"):
-            found.extend(_QUOTED.findall(str(prompt.get(key) or "")))
+    for text in prompt_texts:
+        found.extend(_QUOTED.findall(text or ""))
     for model in schema_models:
         for sub in _models_below(model):
             for info in getattr(sub, "model_fields", {}).values():

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from litseg.chunkers.groups import JudgePrompt, SinglePassPrompt, WriterPrompt
 from litseg.utils.config import ConfigError, config_schema, from_dict, to_plain
 from litseg.utils.tracking import LoggerConfig
 
@@ -222,17 +223,19 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
-    prompt: dict[str, Any] = field(default_factory=dict)  # the segmentation prompt (conf/prompt)
+    # The segmentation prompt (conf/prompt): single-pass, or the tagger's writer.
+    prompt: SinglePassPrompt | WriterPrompt | None = None
     judge_llm: dict[str, Any] = field(default_factory=dict)  # the judge model (an llm config, conf/llm)
-    judge: dict[str, Any] = field(default_factory=dict)  # the judge rubric (conf/prompt/judge.yaml)
+    judge: JudgePrompt | None = None  # the judge rubric (conf/prompt/judge.yaml)
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.stage.run if s not in STAGE_KINDS]
         if unknown:
             raise ValueError(f"stage.run: unknown stage(s) {unknown}; known: {list(STAGE_KINDS)}")
-        for key in ("system", "user", "schema"):
-            if self.prompt and key not in self.prompt:
-                raise ValueError(f"prompt lacks {key!r}: train with a single-pass prompt (litseg_lite or an ablation)")
+        # The prompt's schema picks its class: a staged prompt types as itself, not as either option.
+        if self.prompt is not None and not isinstance(self.prompt, (SinglePassPrompt, WriterPrompt)):
+            raise ValueError(f"prompt {self.prompt.name!r} lacks 'schema': train with a single-pass prompt "
+                             "(litseg_lite or an ablation)")
         if self.logger.backend not in ("none", "wandb"):
             raise ValueError(f"logger.backend must be none or wandb, got {self.logger.backend!r}")
 

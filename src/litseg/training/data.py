@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.chunkers.llm_common import number_sentences, render_single_pass_messages
-from litseg.chunkers.tagger import WRITER_SCHEMA
+from litseg.chunkers.groups import SinglePassPrompt, WriterPrompt
 from litseg.utils.config import ConfigError
 from litseg.utils.jsonl import iter_jsonl, read_jsonl
 from litseg.segmentation.parsing import parse_answer
@@ -336,12 +336,12 @@ def _stats(values: Sequence[int]) -> dict[str, float]:
 # The builder
 
 
-def build_examples(units: Sequence[TeacherUnit], prompt: Mapping[str, Any], tokenizer: Any, *,
+def build_examples(units: Sequence[TeacherUnit], prompt: SinglePassPrompt, tokenizer: Any, *,
                    max_prompt_tokens: int, max_completion_tokens: int, max_total_tokens: int,
                    length_reference: Mapping[str, Any] | None, report: DataReport,
                    chat_template_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Chat-format rows (``prompt``, ``completion`` and the reward columns) of the kept units."""
-    schema = str(prompt["schema"])
+    schema = prompt.schema
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
     for unit in units:
@@ -350,7 +350,7 @@ def build_examples(units: Sequence[TeacherUnit], prompt: Mapping[str, Any], toke
             report.drop("duplicate_unit")
             continue
         seen.add(ident)
-        if prompt.get("paragraph_breaks") and unit.paragraph_starts is None:
+        if prompt.paragraph_breaks and unit.paragraph_starts is None:
             report.drop("paragraphs_unknown")  # the run predates the `para` field: rerun or re-import it
             continue
         messages = render_single_pass_messages(prompt, unit.sentences, length_reference, unit.paragraph_starts)
@@ -381,7 +381,7 @@ def build_examples(units: Sequence[TeacherUnit], prompt: Mapping[str, Any], toke
     return rows
 
 
-def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
+def build_datasets(data_cfg: Any, prompt: SinglePassPrompt | WriterPrompt, tokenizer: Any, *,
                    runs: Sequence[str | Path] | None = None,
                    chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[Any, DataReport]:
     """The ``datasets.DatasetDict`` (train / validation / test, empty splits left out) and its report.
@@ -391,7 +391,7 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
     """
     from datasets import Dataset, DatasetDict
 
-    report = DataReport(schema=str(prompt["schema"]), prompt_version=str(prompt["version"]))
+    report = DataReport(schema=prompt.schema, prompt_version=prompt.version)
     run_dirs = expand_runs(runs if runs is not None else data_cfg.runs)
     if not run_dirs:
         raise ConfigError("no annotate run directories given: set data.runs=[outputs/annotate/...] "
@@ -402,7 +402,7 @@ def build_datasets(data_cfg: Any, prompt: Mapping[str, Any], tokenizer: Any, *,
     for run in run_dirs:
         units.extend(read_teacher_units(run, report, drop_fallbacks=data_cfg.drop_fallbacks,
                                         min_sentences=data_cfg.min_sentences))
-    if prompt["schema"] == WRITER_SCHEMA:  # LitSeg-Tagger's writer: one example per teacher block
+    if isinstance(prompt, WriterPrompt):  # LitSeg-Tagger's writer: one example per teacher block
         rows = build_writer_examples(units, prompt, tokenizer, report=report, token_lengths=token_lengths,
                                      chat_template_kwargs=chat_template_kwargs,
                                      max_prompt_tokens=data_cfg.max_prompt_tokens,

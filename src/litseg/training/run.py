@@ -44,7 +44,7 @@ from litseg.training.launch import is_main_process
 from litseg.training.evaluation import evaluate_split
 from litseg.training.loggers import RunLogger
 from litseg.training.rewards import RewardContext, build_rewards
-from litseg.training.synthetic import load_prompt, make_synthetic_run
+from litseg.training.synthetic import make_synthetic_run
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
     configured name (the rewards' ``check``); teacher runs that are missing or not a teacher's are
     named before the judge is asked."""
     tc: TrainConfig = train_config_from(cfg)
-    if not tc.prompt:
+    if tc.prompt is None:
         raise ValueError("no prompt: compose with prompt=litseg_lite (or an ablation prompt)")
     require_named_model(tc.model)
     check_trl_settings(tc)
@@ -93,7 +93,7 @@ def _train(tc: TrainConfig, cfg: Any, run_dir: str | Path | None, reward_funcs: 
     tokenizer = load_tokenizer(tc.model)
     datasets, report, runs = _build_data(tc, tokenizer, out, main)
     logger = RunLogger(tc.logger, run_dir=out, run_name=f"{tc.experiment_name}-{out.name}",
-                       experiment=tc.experiment_name, prompt_version=str(tc.prompt["version"]), commit=task.commit,
+                       experiment=tc.experiment_name, prompt_version=tc.prompt.version, commit=task.commit,
                        config=to_dict(tc), main=main)
     plan = StagePlan(tc=tc, out=out, tokenizer=tokenizer, datasets=datasets, examples=report.examples,
                      longest=report.longest_completion(), reward_funcs=reward_funcs, reward_weights=reward_weights,
@@ -127,7 +127,7 @@ def _build_data(tc: TrainConfig, tokenizer: Any, out: Path, main: bool) -> tuple
     runs: list[str] = list(tc.data.runs)
     if not runs and tc.data.synthetic:
         with main_first():
-            runs = [str(make_synthetic_run(out / "synthetic_teacher", prompt=load_prompt("litseg_lite")))]
+            runs = [str(make_synthetic_run(out / "synthetic_teacher"))]
     datasets, report = build_datasets(tc.data, tc.prompt, tokenizer, runs=runs,
                                       chat_template_kwargs=tc.model.chat_template_kwargs)
     if main:
@@ -141,7 +141,7 @@ def _rewards(tc: TrainConfig) -> tuple[list[Any], list[float]]:
     """The reward functions and weights (for GRPO and for the evaluation), none when neither runs."""
     if "grpo" not in tc.stage.run and not tc.eval.enabled:
         return [], []
-    context = RewardContext(judge_rubric=tc.judge or None, judge_llm=tc.judge_llm or None)
+    context = RewardContext(judge_rubric=tc.judge, judge_llm=tc.judge_llm or None)
     return build_rewards(tc.rewards, context)
 
 
@@ -187,7 +187,7 @@ def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dic
     rows = plan.datasets[tc.eval.split]
     if tc.eval.max_examples is not None:
         rows = rows.select(range(min(len(rows), tc.eval.max_examples)))
-    if tc.prompt["schema"] == WRITER_SCHEMA and trained is None:
+    if tc.prompt.schema == WRITER_SCHEMA and trained is None:
         return {}  # a boundary stage alone: the writer was not trained in this run
 
     max_new = tc.eval.max_new_tokens or completion_length(tc.stage.grpo, plan.longest)[0]
@@ -200,7 +200,7 @@ def _evaluate(plan: StagePlan, trained: Path | None, warnings: list[str]) -> dic
     llm = build_llm(inference_llm_config(base, adapter, backend=tc.eval.backend, embedded=embedded,
                                          lora_rank=tc.peft.r, **backend_settings))
     try:
-        if tc.prompt["schema"] == WRITER_SCHEMA:
+        if tc.prompt.schema == WRITER_SCHEMA:
             return evaluate_writer(list(rows), llm, max_new_tokens=64, samples_path=plan.out / "eval_samples.jsonl")
         return evaluate_split_rows(rows, llm, plan.reward_funcs, plan.reward_weights, max_new, tc,
                                    plan.out / "eval_samples.jsonl")
@@ -231,9 +231,9 @@ def _summary(plan: StagePlan, task: Task, report: Any, stages: dict[str, Any], e
         "experiment": tc.experiment_name,
         "run_dir": str(task.run_dir),
         "git_commit": task.commit,
-        "prompt": tc.prompt["name"],
-        "prompt_version": str(tc.prompt["version"]),
-        "schema": tc.prompt["schema"],
+        "prompt": tc.prompt.name,
+        "prompt_version": tc.prompt.version,
+        "schema": tc.prompt.schema,
         "model": tc.model.name,
         "stages": stages,
         "stage_plan": list(tc.stage.run),

@@ -36,6 +36,7 @@ from litseg.training.builders import (
     trainer_args,
 )
 from litseg.training.params import changed_tensors, trainable_snapshot
+from litseg.utils.config import section_dict
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +89,12 @@ def stage_settings(plan: StagePlan, kind: str, adapter_in: Path | None) -> dict[
                 "split": tc.data.split, "data": to_dict(tc.data)}
     settings: dict[str, Any] = {
         "stage": to_dict(getattr(tc.stage, kind)), "model": to_dict(tc.model), "peft": to_dict(tc.peft),
-        "seed": tc.seed, "prompt": tc.prompt, "data": data_digest(plan.datasets),
+        "seed": tc.seed, "prompt": section_dict(tc.prompt), "data": data_digest(plan.datasets),
         "adapter_in": str(adapter_in), "adapter_in_sha256": adapter_digest(adapter_in) if adapter_in else None,
     }
     if kind == "grpo":
         settings["rewards"] = {name: to_dict(spec) for name, spec in tc.rewards.items()}
-        settings["judge_rubric"] = tc.judge
+        settings["judge_rubric"] = section_dict(tc.judge) if tc.judge is not None else {}
         settings["reward_models"] = [_reward_identity(fn) for fn in plan.reward_funcs]
     return settings
 
@@ -207,7 +208,7 @@ def adapter_metadata(tc: TrainConfig, kind: str, commit: str | None) -> dict[str
     """What a saved adapter records about how it was trained (its model card reads it)."""
     return {"base_model": tc.model.path, "base_model_resolved": resolve_model_path(tc.model),
             "model_name": tc.model.name, "experiment": tc.experiment_name, "stage": kind,
-            "prompt": tc.prompt["name"], "prompt_version": str(tc.prompt["version"]), "schema": tc.prompt["schema"],
+            "prompt": tc.prompt.name, "prompt_version": tc.prompt.version, "schema": tc.prompt.schema,
             "lora_r": tc.peft.r if tc.peft.enabled else None, "git_commit": commit}
 
 

@@ -18,9 +18,11 @@ from typing import Any
 
 from litseg.llm.base import ChatRequest
 from litseg.annotation.annotate import annotate
+from litseg.chunkers.groups import PromptConfig
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
 from litseg.llm.testing import ScriptedChatModel
 from litseg.segmentation.preprocess import prepare_document
+from litseg.utils.config import from_dict
 from litseg.utils.locations import config_dir
 
 DEMO_STORY = Path(__file__).resolve().parents[1] / "data" / "demo" / "the_two_lanterns.md"
@@ -69,14 +71,14 @@ def write_demo_books(target: Path) -> list[Path]:
     return paths
 
 
-def make_synthetic_run(out_dir: str | Path, *, max_words: int = 250, prompt: dict[str, Any] | None = None) -> Path:
+def make_synthetic_run(out_dir: str | Path, *, max_words: int = 250, prompt: PromptConfig | None = None) -> Path:
     """Annotate the demo books with the scripted teacher into ``out_dir`` (reused when complete)."""
     out = Path(out_dir)
     if (out / "run_summary.json").is_file():
         return out
     books = write_demo_books(out / "books")
     if prompt is None:
-        prompt = load_prompt("litseg_lite")
+        prompt = from_dict(PromptConfig, load_prompt("litseg_lite"), "prompt")
     chunker = LitSegLiteChunker(ScriptedChatModel(scripted_teacher, name="synthetic-teacher"), prompt,
                                 name="synthetic_teacher", constrained=False, workers=1)
     annotate(inputs=books, chunker=chunker, out_dir=out, prepare=partial(prepare_document, max_words=max_words),

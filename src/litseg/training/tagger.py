@@ -327,7 +327,7 @@ def run_boundary_stage(plan: Any, stage_dir: Path) -> dict[str, Any]:
     :func:`train_tagger_nets`; the stage record says which tensors training changed."""
     tc = plan.tc
     started = time.time()
-    report = DataReport(schema="boundary", prompt_version=str(tc.prompt["version"]))
+    report = DataReport(schema="boundary", prompt_version=tc.prompt.version)
     units = teacher_units_by_split(tc.data, plan.runs, report)
     stage_dir.mkdir(parents=True, exist_ok=True)
     record = train_tagger_nets(units, tc.stage.boundary, stage_dir)

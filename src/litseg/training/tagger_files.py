@@ -54,7 +54,7 @@ def assemble_tagger(plan: Any, dest: Path, boundary: dict[str, Any], writer_adap
         "nets": boundary["settings"],
         "writer": None if writer_adapter is None else {
             "adapter": "writer", "base_model": tc.model.path, "model_name": tc.model.name,
-            "prompt": tc.prompt.get("name"), "prompt_version": str(tc.prompt.get("version"))},
+            "prompt": tc.prompt.name, "prompt_version": tc.prompt.version},
         "data": {"runs": list(plan.runs), "split": tc.data.split, "units": boundary.get("units")},
         "validation": boundary.get("validation"),
         "context": {k: v for k, v in (boundary.get("context") or {}).items() if k != "validation"},

@@ -13,12 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from litseg.chunkers.groups import WriterPrompt
 from litseg.chunkers.tagger import clean_subtitle, subtitle_key, writer_messages
 from litseg.llm.base import ChatRequest
 from litseg.segmentation.agreement import repeated_subtitle_share
 
 
-def build_writer_examples(units: Sequence[Any], prompt: Mapping[str, Any], tokenizer: Any, *, report: Any,
+def build_writer_examples(units: Sequence[Any], prompt: WriterPrompt, tokenizer: Any, *, report: Any,
                           token_lengths: Any, chat_template_kwargs: Mapping[str, Any] | None = None,
                           max_prompt_tokens: int, max_completion_tokens: int) -> list[dict[str, Any]]:
     """Chat rows (``prompt``, ``completion``, ``reference``, ...) of every teacher block with a subtitle."""
@@ -44,7 +45,7 @@ def build_writer_examples(units: Sequence[Any], prompt: Mapping[str, Any], token
                 "reference": subtitle,
                 "chapter": "",
                 "n_sentences": int(seg["to_idx"]) - int(seg["from_idx"]) + 1,
-                "schema": str(prompt["schema"]),
+                "schema": prompt.schema,
                 "book_id": unit.book_id,
                 "unit_id": f"{unit.unit_id}#{k + 1}",
                 "prompt_tokens": p_len,

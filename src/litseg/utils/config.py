@@ -157,6 +157,28 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         raise ConfigError(f"{where or cls.__name__}: {exc}") from exc
 
 
+def section_dict(obj: Any) -> Any:
+    """The composed section a schema object was built from: ``dataclasses.asdict`` with the fields
+    still at their code default left out. A YAML never writes a value a code default gives (the
+    one-home rule above), so this is the dict the code read before it had the object, and what is
+    hashed into a fingerprint stays what it was for a run made then."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.default is not dataclasses.MISSING and value == f.default:
+                continue
+            if f.default_factory is not dataclasses.MISSING and value == f.default_factory():
+                continue
+            out[f.name] = section_dict(value)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [section_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: section_dict(v) for k, v in obj.items()}
+    return obj
+
+
 # --------------------------------------------------------------------------------------------
 # Which schema types which config group
 

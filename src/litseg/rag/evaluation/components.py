@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from litseg.rag.config import EvaluateConfig, evaluate_config
 from litseg.llm.factory import build_llm
@@ -17,6 +17,8 @@ from litseg.rag.judge import RagJudge
 from litseg.rag.rerank import build_reranker
 from litseg.rag.retrieve import RetrievalSettings
 from litseg.rag.stores import VectorStore, build_store
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -49,16 +51,23 @@ def build_components(cfg: EvaluateConfig | Mapping[str, Any], suite: Any = None)
     if c.generation.enabled:
         # No top_n or length cut here: the passages come filled to `answer_context.budget_chars`.
         g = c.generation
-        generator = AnswerGenerator(llm_of(g), g.prompt or {}, answer_style=c.suite.answer_style,
+        generator = AnswerGenerator(llm_of(g), _required(g.prompt, "generation.prompt"), answer_style=c.suite.answer_style,
                                     max_tokens=g.max_tokens, batch_size=g.batch_size)
     judge = None
     if c.judge.enabled:
         j = c.judge
-        judge = RagJudge(llm_of(j), j.prompt or {}, max_tokens=j.max_tokens, batch_size=j.batch_size,
+        judge = RagJudge(llm_of(j), _required(j.prompt, "judge.prompt"), max_tokens=j.max_tokens, batch_size=j.batch_size,
                          constrained=j.constrained)
     return Components(dense=dense, bm25_cfg=bm25, store=build_store(r.store), retrieval=settings, reranker=reranker,
                       generator=generator, judge=judge, collection_prefix=r.store.collection_prefix,
                       partition=r.store.partition, context_budget=ContextBudget.from_config(c.answer_context))
+
+
+def _required(prompt: T | None, where: str) -> T:
+    """A prompt the enabled step needs; evaluate.yaml composes each, a hand-made config may not."""
+    if prompt is None:
+        raise ValueError(f"{where} is missing: evaluate.yaml composes it (conf/prompt)")
+    return prompt
 
 
 def _llm_cache() -> Any:

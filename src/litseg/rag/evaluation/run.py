@@ -96,7 +96,9 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
         log.warning("%s: %s", bench.name, w)
     students, chunkers = with_student_chunkers(c, conf_dir)
     specs = resolve_chunkers(chunkers, c.chunk_files, conf_dir)
-    prep = dict(c.preprocess or {})
+    if c.preprocess is None:
+        raise ValueError("no preprocess config: evaluate.yaml composes one (preprocess=default)")
+    prep = c.preprocess
     # The books as every chunker's annotation run reads them (with max_words: auto, each chunker
     # works out its own cap; these use the cap of a chunker without a chat model).
     docs = read_books(benchmark_sources(bench, document_reader(prep, resolve_word_cap(prep))))
@@ -105,7 +107,7 @@ def run_evaluation(cfg: Any, out_dir: Path | None = None, *, benchmark: Benchmar
         raise ValueError(f"{bench.name}: no questions on books with text")
     comp = components if components is not None else build_components(c)
     gen_qids = generation_sample(questions, comp, c.generation.max_questions, settings.seed)
-    groups = {k: cfg_get(cfg, k) for k in ("llm", "prompt", "feedback")}
+    groups = {"llm": c.llm, "prompt": c.prompt, "feedback": c.feedback}
     try:
         with tempfile.TemporaryDirectory(prefix="litseg-chunks-") as scratch:
             # Each chunker's annotation run folder: under the run folder, where a rerun of the
@@ -174,14 +176,6 @@ def with_student_chunkers(c: EvaluateConfig, conf_dir: Path = DEFAULT_CONF_DIR) 
     if isinstance(chunkers, (list, tuple)):
         return runs, [*chunkers, *({"label": k, **v} for k, v in entries.items())]
     return runs, {**dict(chunkers or {}), **entries}
-
-
-def cfg_get(cfg: Any, key: str) -> Any:
-    """A config group node as composed (kept as DictConfig for build_chunker_from_config)."""
-    try:
-        return cfg.get(key)
-    except AttributeError:
-        return None
 
 
 def export_texts(bench: Benchmark, out_dir: Path) -> list[Path]:

@@ -22,6 +22,7 @@ from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook
 from litseg.segmentation.types import Chunk, Document
 from litseg.utils.config import ConfigError, to_plain
 from litseg.chunkers.build import build_chunker_from_config
+from litseg.chunkers.groups import PreprocessConfig
 from litseg.chunkers.spans import overlapping_sentences
 from litseg.rag.derived_chunks import expand_derived
 from litseg.rag.evaluation.chunk_files import load_chunkset
@@ -173,7 +174,7 @@ class ChunkerRuns:
     ``feedback`` groups, ``preprocess`` its preprocess group (``max_words: auto`` included)."""
 
     runs_dir: Path
-    preprocess: Mapping[str, Any]
+    preprocess: PreprocessConfig
     groups: Mapping[str, Any]
     window_units: int
     progress: bool = False

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from litseg.chunkers.groups import JudgePrompt
 from litseg.utils.registry import Registry
 
 RewardFn = Callable[..., list[float]]
@@ -21,7 +22,7 @@ RewardFn = Callable[..., list[float]]
 class RewardContext:
     """What reward factories may need besides their own params."""
 
-    judge_rubric: Mapping[str, Any] | None = None
+    judge_rubric: JudgePrompt | None = None
     judge_llm: Mapping[str, Any] | None = None
 
 

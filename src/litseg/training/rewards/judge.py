@@ -4,6 +4,7 @@ failing judge are handled."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ from typing import Any
 
 import json_repair
 
+from litseg.chunkers.groups import JudgePrompt, PromptConfig
 from litseg.errors import SetupError
 from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.schema import Segment, get_schema
@@ -21,6 +23,7 @@ from litseg.segmentation.validation import is_valid
 from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, column, log_metric, completion_text
 from litseg.llm.base import ChatRequest, Completion
 from litseg.llm.factory import build_llm
+from litseg.utils.config import from_dict
 
 log = logging.getLogger(__name__)
 
@@ -123,24 +126,21 @@ class JudgeRubric:
         return self.scale_min, self.scale_max
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> JudgeRubric:
-        for key in ("system", "user", "dimensions", "scoring"):
-            if key not in cfg:
-                raise ValueError(f"judge rubric lacks {key!r} (use conf/prompt/judge.yaml)")
-        scoring = dict(cfg["scoring"])
-        system = str(cfg["system"]).format(**scoring)
-        dimensions = [str(d) for d in cfg["dimensions"]]
-        # Without a list, any dimension may carry the adjustments (none of them is cut off).
-        adjusted = [str(d) for d in scoring.get("adjusted_dimensions", dimensions) or []]
+    def from_config(cls, cfg: JudgePrompt) -> JudgeRubric:
+        if not isinstance(cfg, JudgePrompt):
+            raise ValueError(f"judge rubric {getattr(cfg, 'name', cfg)!r} is no judge prompt (with dimensions "
+                             "and scoring; use conf/prompt/judge.yaml)")
+        scoring = cfg.scoring
+        system = cfg.system.format(**dataclasses.asdict(scoring))
+        dimensions = list(cfg.dimensions)
+        adjusted = list(scoring.adjusted_dimensions)
         unknown = sorted(set(adjusted) - set(dimensions))
         if unknown:
             raise ValueError(f"judge rubric: adjusted_dimensions {unknown} are not among the dimensions {dimensions}")
-        # The scoring numbers are required: conf/prompt/judge.yaml holds them, the code no copy.
-        return cls(system=system, user=str(cfg["user"]), dimensions=dimensions,
-                   scale_min=float(scoring["scale_min"]), scale_max=float(scoring["scale_max"]),
-                   context_penalty=float(scoring["context_penalty"]),
-                   context_bonus=float(scoring["context_bonus"]), version=str(cfg["version"]),
-                   adjusted_dimensions=adjusted)
+        return cls(system=system, user=cfg.user, dimensions=dimensions,
+                   scale_min=float(scoring.scale_min), scale_max=float(scoring.scale_max),
+                   context_penalty=scoring.context_penalty, context_bonus=scoring.context_bonus,
+                   version=cfg.version, adjusted_dimensions=adjusted)
 
     def messages(self, chapter: str, segments: Sequence[Segment]) -> list[dict[str, str]]:
         user = self.user.format(chapter=chapter, chunks=chunk_lines(segments), num_chunks=len(segments))
@@ -189,7 +189,7 @@ class NarratologicalJudgeReward:
     :func:`~litseg.llm.factory.build_llm`, so configs compose without loading anything).
     """
 
-    def __init__(self, llm: Any, rubric: Mapping[str, Any] | JudgeRubric, *, name: str = "judge",
+    def __init__(self, llm: Any, rubric: JudgePrompt | JudgeRubric, *, name: str = "judge",
                  max_retries: int = 2, neutral_score: float = 0.5, unjudgeable_score: float = 0.0,
                  clip: bool = True, temperature: float = 0.0,
                  constrained: bool = True, max_chunks: int = 64, max_failure_share: float | None = 0.5,
@@ -397,7 +397,9 @@ class NarratologicalJudgeReward:
 def judge_factory(name: str, params: Mapping[str, Any], context: RewardContext) -> RewardFn:
     settings = dict(params)
     llm = settings.pop("llm", None) or context.judge_llm
-    rubric = settings.pop("rubric", None) or context.judge_rubric
+    # A rubric given in the reward's params is a composed section, read here by its schema.
+    own = settings.pop("rubric", None)
+    rubric = from_dict(PromptConfig, own, f"rewards.{name}.params.rubric") if own else context.judge_rubric
     if not llm:
         raise ValueError(f"reward {name!r}: no judge llm config (set judge_llm=... or rewards.{name}.params.llm)")
     if not rubric:
