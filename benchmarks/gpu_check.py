@@ -366,13 +366,13 @@ def _grpo_judge_overrides(judge: Any, work: Path) -> list[str]:
     teacher = make_synthetic_run(work / "short-units-teacher", max_words=40)
     return ["+experiment=grpo", *GPU_RUN, "prompt=litseg_lite_compact", f"stage.grpo.init_adapter={STUDENT}",
             *judge_overrides(judge.base_url), f"data.runs=[{teacher}]", "data.max_examples=4",
-            "stage.grpo.trl.max_steps=2", "stage.grpo.max_completion_length=256", "stage.grpo.trl.temperature=0.5",
+            "stage.grpo.trl.max_steps=2", "stage.grpo.max_completion_length=256", "++stage.grpo.trl.temperature=0.5",
             "stage.grpo.trl.learning_rate=1e-5", "eval.constrained=true", "eval.max_examples=2",
             "eval.max_new_tokens=256"]
 
 
-VLLM_GRPO = ["+experiment=grpo", *GPU_RUN, "stage.grpo.use_vllm=true", "stage.grpo.trl.vllm_mode=colocate",
-             "stage.grpo.trl.vllm_gpu_memory_utilization=0.25", "eval.enabled=false"]
+VLLM_GRPO = ["+experiment=grpo", *GPU_RUN, "stage.grpo.use_vllm=true", "++stage.grpo.trl.vllm_mode=colocate",
+             "++stage.grpo.trl.vllm_gpu_memory_utilization=0.25", "eval.enabled=false"]
 
 
 def _train(work: Path, judge: Any, timeout_s: float) -> str:
