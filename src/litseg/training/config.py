@@ -126,6 +126,8 @@ class BoundarySettings:
     conf/stage/common.yaml documents and holds each value."""
 
     encoder: str
+    lm_model: str
+    lm_layers: list[int]
     epochs: int
     learning_rate: float
     weight_decay: float

@@ -44,6 +44,7 @@ from litseg.chunkers.tagger_model import (
     sentence_features,
 )
 from litseg.chunkers.tagger import encoder_text
+from litseg.chunkers.tagger_lm import LMNorm, load_sentence_lm
 from litseg.embeddings import load_embedder
 from litseg.segmentation.agreement import micro_boundary_f1
 from litseg.segmentation.cut_decoding import blocks_from_cuts, decode_cuts
@@ -63,6 +64,7 @@ class EncodedUnit:
     embeddings: Any  # torch [n, dim]
     target: Any  # torch [n]: 1 where a teacher block starts
     cuts: list[int] = field(default_factory=list)
+    lm: Any = None  # torch [n, lm_dim]: the raw LM sentence features (nets trained with an LM)
 
 
 def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict[str, Any]:
@@ -91,7 +93,42 @@ def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict
     return {u.key: stored[u.key] for u in units}
 
 
-def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int) -> list[EncodedUnit]:
+def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cache: Path) -> dict[str, Any]:
+    """LM sentence features of every unit (unit key -> float16 array, the hidden states' precision
+    in bfloat16 and half the disk), cached in ``cache`` and saved every 25 units, so a killed run
+    resumes where it stopped (reading every unit takes about 3 s per 2,000 words of one core)."""
+    import numpy as np
+
+    stored: dict[str, Any] = {}
+    if cache.is_file():
+        with np.load(cache) as data:
+            stored = {k: data[k] for k in data.files}
+    missing = [u for u in units if u.key not in stored]
+    if missing:
+        reader = load_sentence_lm(spec, layers)
+        t0 = time.perf_counter()
+        for i, u in enumerate(missing, 1):
+            para = u.paragraph_starts or [False] * u.n_sentences
+            stored[u.key] = reader.features(u.sentences, para).numpy().astype(np.float16)
+            if i % 25 == 0 or i == len(missing):
+                _save_npz(stored, cache)
+                log.info("LM features: %d of %d units (%.0f s)", i, len(missing), time.perf_counter() - t0)
+    return {u.key: stored[u.key] for u in units}
+
+
+def _save_npz(arrays: dict[str, Any], cache: Path) -> None:
+    import numpy as np
+
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(cache)
+
+
+def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int, lm: dict[str, Any] | None = None,
+           norm: LMNorm | None = None) -> list[EncodedUnit]:
+    """The units as the boundary nets read them; ``lm`` and ``norm``: LM features and their
+    training statistics, for nets trained with an LM."""
     import torch
 
     out = []
@@ -102,8 +139,9 @@ def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int) 
         cuts = sorted({int(s["from_idx"]) for s in u.segments if int(s["from_idx"]) > 1})
         for c in cuts:
             target[c - 1] = 1.0
-        out.append(EncodedUnit(u, sentence_features(u.sentences, para, emb), cue_tensor(u.sentences, buckets),
-                               emb, target, cuts))
+        raw = None if lm is None else torch.tensor(lm[u.key]).float()
+        features = sentence_features(u.sentences, para, emb, None if raw is None or norm is None else norm.apply(raw))
+        out.append(EncodedUnit(u, features, cue_tensor(u.sentences, buckets), emb, target, cuts, raw))
     return out
 
 
@@ -180,8 +218,8 @@ def train_boundary_net(train: Sequence[EncodedUnit], s: BoundarySettings, net_se
 
 def unit_scores(nets: TaggerNets, units: Sequence[EncodedUnit]) -> list[list[float]]:
     """The nets' block-start scores of every unit (computed once, decoded at many thresholds)."""
-    return [nets.scores(u.unit.sentences, u.unit.paragraph_starts or [False] * u.unit.n_sentences, u.embeddings)
-            for u in units]
+    return [nets.scores(u.unit.sentences, u.unit.paragraph_starts or [False] * u.unit.n_sentences, u.embeddings,
+                        u.lm) for u in units]
 
 
 def score_cuts(scores: Sequence[Sequence[float]], units: Sequence[EncodedUnit], threshold: float,
@@ -298,20 +336,27 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
     if not units.get("train"):
         raise ValueError("the boundary stage has no training unit (data.runs / data.split)")
     every = [u for split in units.values() for u in split]
-    # the cache is keyed by the encoder, so another encoder in the same run folder never reads these
+    # the caches are keyed by what made them, so another encoder or LM in the same run folder never reads these
     cache = stage_dir / f"embeddings-{hashlib.sha256(s.encoder.encode()).hexdigest()[:8]}.npz"
     vectors = embed_units(every, s.encoder, cache)
-    train = encode(units["train"], vectors, s.cue_buckets)
+    lm, norm = None, None
+    if s.lm_model != "none":
+        key = f"{s.lm_model}|{list(s.lm_layers)}"
+        lm = lm_units(every, s.lm_model, s.lm_layers, stage_dir / f"lm-{hashlib.sha256(key.encode()).hexdigest()[:8]}.npz")
+        norm = LMNorm.fit([torch_rows(lm[u.key]) for u in units["train"]])
+        net_settings.lm_model, net_settings.lm_layers = s.lm_model, list(s.lm_layers)
+        net_settings.lm_dim = int(norm.mean.shape[0])
+    train = encode(units["train"], vectors, s.cue_buckets, lm, norm)
     chosen_on = "validation"
     if not units.get("validation"):
         # a run without validation books (a one-book smoke run) chooses on what it trained on, and says so
         log.warning("boundary stage: no validation books; the threshold is chosen on the training units")
         chosen_on = "train"
-    validation = encode(units[chosen_on], vectors, s.cue_buckets)
+    validation = encode(units[chosen_on], vectors, s.cue_buckets, lm, norm)
     boundary = [train_boundary_net(train, s, net_settings, seed, stage_dir / f"net-{seed}.pt")
                 for seed in range(s.seeds)]
     context, context_report = train_context(train, validation, s, net_settings)
-    nets = TaggerNets(net_settings, boundary, context)
+    nets = TaggerNets(net_settings, boundary, context, norm)
     threshold = choose_threshold(nets, validation, s)
     net_settings.threshold = threshold["chosen"]["threshold"]
     settings = save_nets(nets, stage_dir / "model")
@@ -320,6 +365,12 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
               "chosen_on": chosen_on}
     (stage_dir / "model" / "training.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return record
+
+
+def torch_rows(array: Any) -> Any:
+    import torch
+
+    return torch.tensor(array).float()
 
 
 def run_boundary_stage(plan: Any, stage_dir: Path) -> dict[str, Any]:
