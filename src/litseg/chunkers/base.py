@@ -93,9 +93,10 @@ ChunkerFactory = Callable[["MethodConfig", ChunkerGroups], Chunker]
 #: Chunker factories by ``method.name``. Every module of :mod:`litseg.chunkers` is imported on the
 #: first lookup, so a new chunker is one module (``@register("mine", config=MineConfig)``) plus
 #: ``conf/method/mine.yaml``; ``imported`` lives in the annotation package (litseg.chunkers.imported).
-# tagger_model is the tagger's torch nets, no chunker: discovery must not import torch for every run.
+# tagger_model and tagger_lm are the tagger's torch nets and LM reader, no chunkers: discovery must
+# not import torch for every run.
 CHUNKERS: Registry[ChunkerFactory] = Registry("chunker", discover=["litseg.chunkers"],
-                                               skip=["litseg.chunkers.tagger_model"])
+                                               skip=["litseg.chunkers.tagger_model", "litseg.chunkers.tagger_lm"])
 _CONFIGS: dict[str, type[MethodConfig]] = {}
 
 
