@@ -63,7 +63,9 @@ def tiles(doc: Document, units) -> bool:
                for i in range(doc.body_start, doc.body_end))
 
 
-PG_HEAD = ("The Project Gutenberg EBook of Harbour Tales\n\nTitle: Harbour Tales\n\n"
+# An invented book in the frame the reader looks for: only the two marker lines follow the format of
+# the files it reads (every line of text is this project's; real files are read from ../shared/data).
+PG_HEAD = ("Harbour Tales, a book written for these tests\n\nTitle: Harbour Tales\n\n"
            "*** START OF THIS PROJECT GUTENBERG EBOOK HARBOUR TALES ***\n\n\nProduced by Someone\n\n")
 PG_FOOT = ("\n\n*** END OF THIS PROJECT GUTENBERG EBOOK HARBOUR TALES ***\n\n"
            "The licence text follows here.\n")

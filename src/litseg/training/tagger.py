@@ -69,12 +69,7 @@ class EncodedUnit:
 
 def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict[str, Any]:
     """Sentence embeddings of every unit (unit key -> float32 array), cached in ``cache``."""
-    import numpy as np
-
-    stored: dict[str, Any] = {}
-    if cache.is_file():
-        with np.load(cache) as data:
-            stored = {k: data[k] for k in data.files}
+    stored = _load_npz(cache)
     missing = [u for u in units if u.key not in stored]
     if missing:
         embedder = load_embedder(None if encoder == "default" else encoder)
@@ -86,10 +81,7 @@ def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict
         for u in missing:
             stored[u.key] = vectors[at:at + u.n_sentences]
             at += u.n_sentences
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp.npz")
-        np.savez(tmp, **stored)
-        tmp.replace(cache)
+        _save_npz(stored, cache)
     return {u.key: stored[u.key] for u in units}
 
 
@@ -99,10 +91,7 @@ def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cac
     resumes where it stopped (reading every unit takes about 3 s per 2,000 words of one core)."""
     import numpy as np
 
-    stored: dict[str, Any] = {}
-    if cache.is_file():
-        with np.load(cache) as data:
-            stored = {k: data[k] for k in data.files}
+    stored = _load_npz(cache)
     missing = [u for u in units if u.key not in stored]
     if missing:
         reader = load_sentence_lm(spec, layers)
@@ -116,7 +105,18 @@ def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cac
     return {u.key: stored[u.key] for u in units}
 
 
+def _load_npz(cache: Path) -> dict[str, Any]:
+    """A unit-keyed array cache (empty when there is none yet)."""
+    import numpy as np
+
+    if not cache.is_file():
+        return {}
+    with np.load(cache) as data:
+        return {k: data[k] for k in data.files}
+
+
 def _save_npz(arrays: dict[str, Any], cache: Path) -> None:
+    """Written whole to a temporary file first, so a kill never leaves half a cache."""
     import numpy as np
 
     cache.parent.mkdir(parents=True, exist_ok=True)
