@@ -1,18 +1,28 @@
-"""One line and exit code 2 for the errors a user can fix; shared by annotate.py, evaluate.py and
-train.py.
+"""The exit code of annotate.py, evaluate.py and train.py, decided in one place, and one line with
+exit code 2 for the errors a user can fix.
 
-Two places catch them. :func:`check_command_line` runs before ``@hydra.main``: it composes the
-entry's config with the command line's overrides as Hydra will, and turns what Hydra would stop
-with (an option that is not in a config group, ``method=recursve``; a key that is not in the
-config, ``method.chunk_sise=5``; an override it cannot read) into one line with the valid
-choices and a "did you mean". :func:`run_entry` wraps the task itself.
+Every entry's ``cli()`` is the same shape: :func:`check_command_line`, then its ``@hydra.main``
+function (defined inside ``cli()``), which runs the entry's task (``task(cfg) ->``
+:class:`~litseg.run_result.RunResult`) through a :class:`Jobs` collector and returns the run's
+metric to Hydra (and its sweepers), then :meth:`Jobs.exit` once Hydra has returned. The exit code
+is the worst of every run's (every job of a ``-m`` sweep), by :func:`worst_exit`:
+2 (a run could not start) > 1 (units or books failed) > 3 (trained nothing) > 4 (inputs skipped) > 0,
+with one line on stderr naming the runs that did not end with 0 (:func:`exit_line`). Nothing else
+in the package exits.
+
+Two places catch known errors. :func:`check_command_line` runs before ``@hydra.main``: it
+composes the entry's config with the command line's overrides as Hydra will, and turns what Hydra
+would stop with (an option that is not in a config group, ``method=recursve``; a key that is not in
+the config, ``method.chunk_sise=5``; an override it cannot read) into one line with the valid
+choices and a "did you mean". :func:`run_task` wraps the task itself.
 
 Known errors are the setup errors (:class:`~litseg.errors.SetupError`: a missing input, a
 parameter of the wrong type, a model folder or server that is not there, a run directory of
 another setup), model errors (:class:`~litseg.llm.base.ChatModelError`), a run directory locked by
-another process, a missing mandatory config value and a missing file. They are printed as
-``error: <message>`` on stderr and the process exits with :data:`SETUP_EXIT`; everything else
-(a bug) keeps its traceback. ``HYDRA_FULL_ERROR=1`` shows the full traceback of known errors too.
+another process, a missing mandatory config value and a missing file. A run stopped by one is a
+result with :data:`~litseg.run_result.SETUP_EXIT` (the other jobs of a sweep still run); alone, it
+is printed as ``error: <message>`` on stderr and the process exits with 2. Everything else (a bug)
+keeps its traceback. ``HYDRA_FULL_ERROR=1`` shows the full traceback of known errors too.
 """
 
 from __future__ import annotations
@@ -22,16 +32,17 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn
 
 from litseg.annotation.store import RunDirLocked
 from litseg.errors import SetupError
 from litseg.llm.base import ChatModelError
+from litseg.run_result import (FAILED_EXIT, INPUTS_SKIPPED_EXIT, OK, SETUP_EXIT, UNTRAINED_EXIT,
+                               RunResult)
+from litseg.utils.task import hydra_run_dir
 
-T = TypeVar("T")
-
-#: Exit code of a run stopped by a known error (1 stays "the run ran, some units or books failed").
-SETUP_EXIT = 2
+#: The exit codes from the worst to the mildest: the worst of an entry's runs is its exit code.
+PRECEDENCE = (SETUP_EXIT, FAILED_EXIT, UNTRAINED_EXIT, INPUTS_SKIPPED_EXIT, OK)
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
@@ -51,15 +62,63 @@ def one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def run_entry(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``function(*args, **kwargs)``; a known error becomes one line on stderr and exit code 2."""
+def run_task(task: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``task(*args, **kwargs)``; a known error becomes :meth:`RunResult.stopped` with its one line
+    (and the job's Hydra output folder, when there is one). ``HYDRA_FULL_ERROR=1`` re-raises it."""
     try:
-        return function(*args, **kwargs)
+        return task(*args, **kwargs)
     except known_errors() as exc:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             raise
-        print(f"error: {one_line(exc)}", file=sys.stderr, flush=True)
-        raise SystemExit(SETUP_EXIT) from None
+        job_dir = hydra_run_dir("")  # Hydra's output folder of the job; "" outside Hydra
+        return RunResult.stopped(one_line(exc), run_dir="" if job_dir == Path() else job_dir)
+
+
+def worst_exit(results: Sequence[RunResult]) -> int:
+    """The exit code of an entry's runs: the worst of theirs by :data:`PRECEDENCE` (0 for none; a
+    code outside it counts as the worst)."""
+    codes = [r.exit_code for r in results]
+    return min(codes, key=lambda c: PRECEDENCE.index(c) if c in PRECEDENCE else -1, default=OK)
+
+
+def exit_line(entry: str, results: Sequence[RunResult]) -> str | None:
+    """The one stderr line of an entry's runs that did not end with 0 (None when all did): a run
+    stopped alone by a known error is ``error: <message>``; otherwise each run's reason, exit code
+    and run folder, after the entry's exit code."""
+    failed = [r for r in results if r.exit_code != OK]
+    if not failed:
+        return None
+    if len(results) == 1 and failed[0].exit_code == SETUP_EXIT:
+        return f"error: {failed[0].reason}"
+    parts = [f"{r.reason or 'failed'} (exit code {r.exit_code})" + (f" in {r.run_dir}" if str(r.run_dir) else "")
+             for r in failed]
+    if len(results) == 1:
+        return f"{entry}: {parts[0]}"
+    return (f"{entry}: exit code {worst_exit(results)}: {len(failed)} of {len(results)} runs did not end with 0: "
+            + "; ".join(parts))
+
+
+class Jobs:
+    """The results of one command line's runs (one, or every job of a sweep), for its exit code."""
+
+    def __init__(self, entry: str) -> None:
+        self.entry = entry
+        self.results: list[RunResult] = []
+
+    def run(self, task: Callable[[Any], RunResult], cfg: Any) -> float:
+        """One run (one Hydra job): ``task(cfg)`` through :func:`run_task`, its result kept; the
+        metric is what the ``@hydra.main`` function returns to Hydra's sweepers."""
+        result = run_task(task, cfg)
+        self.results.append(result)
+        return result.metric
+
+    def exit(self) -> NoReturn:
+        """After Hydra has returned: the one line of :func:`exit_line` on stderr, and the process
+        exits with :func:`worst_exit` of every run."""
+        line = exit_line(self.entry, self.results)
+        if line is not None:
+            print(line, file=sys.stderr, flush=True)
+        sys.exit(worst_exit(self.results))
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,8 +9,9 @@
 
 Every chunker runs as annotate runs it, into an annotation run folder of its own,
 chunker_runs/<label>/ in the Hydra run folder; a rerun of the same command with the same
-hydra.run.dir resumes (finished units are not chunked again). Exit code 1 when a chunker's units
-or books failed (listed; a rerun tries them again), 2 with one line when the run cannot start.
+hydra.run.dir resumes (finished units are not chunked again). Exit code (the worst of every run,
+every job of a ``-m`` sweep; one rule, in litseg/cli.py) 1 when a chunker's units or books failed
+(listed; a rerun tries them again), 2 with one line when the run cannot start.
 
 ``litseg-evaluate ...`` (the installed command) and ``python evaluate.py ...`` (in a checkout) are
 the same entry. The benchmark suites read their data below ``shared_dir`` (``$LITSEG_SHARED_DIR``,
@@ -27,9 +28,9 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from litseg.cli import check_command_line, run_entry
+from litseg.cli import Jobs, check_command_line
 from litseg.rag.config import register_method_chunkers
-from litseg.rag.evaluation.run import run_from_hydra
+from litseg.rag.evaluation.run import evaluate_task
 from litseg.utils.locations import config_dir
 
 # Every conf/method/<name>.yaml is a chunkers option (chunkers=[token,recursive]); Hydra composes
@@ -37,15 +38,18 @@ from litseg.utils.locations import config_dir
 register_method_chunkers(config_dir())
 
 
-@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="evaluate")
-def main(cfg: DictConfig) -> float:
-    return run_entry(run_from_hydra, cfg)  # known errors: one line, exit code 2
-
-
 def cli() -> None:
-    """The command line: config mistakes as one line and exit code 2, then the Hydra app."""
+    """The command line: config mistakes as one line and exit code 2, the Hydra app (every run's
+    result collected), then one exit code for all runs (:meth:`litseg.cli.Jobs.exit`)."""
     check_command_line(config_dir(), "evaluate")
+    jobs = Jobs("evaluate")
+
+    @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="evaluate")
+    def main(cfg: DictConfig) -> float:
+        return jobs.run(evaluate_task, cfg)
+
     main()
+    jobs.exit()
 
 
 if __name__ == "__main__":

@@ -17,43 +17,36 @@ configured metric (eval/reward by default) for Hydra sweepers.
 Every run ends with one line (verdict, metric, adapter, tensors changed per stage). A run that
 trained nothing (no trainable tensor changed, or GRPO rewards all 0 / never differing within a
 group) says "TRAINED NOTHING" with the reasons, and the entry exits with code 3 once every run
-(every job of a sweep) has finished and written its files.
+(every job of a sweep) has finished and written its files. The exit code is the worst of every
+run's (one rule, in litseg/cli.py): 2, with one line, when a run cannot start; 3 when one trained
+nothing.
 """
 
 from __future__ import annotations
 
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
-from litseg.cli import check_command_line, run_entry
+from litseg.cli import Jobs, check_command_line
 from litseg.training.launch import share_run_id
-from litseg.training.run import UNTRAINED_EXIT, run_training
+from litseg.training.run import training_task
 from litseg.utils.locations import config_dir
-
-# Run directories of the runs (sweep jobs) that trained nothing, for the exit code.
-UNTRAINED: list[str] = []
-
-
-@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
-def main(cfg: DictConfig) -> float:
-    summary = run_entry(run_training, cfg)  # known errors: one line, exit code 2
-    if summary.get("trained_nothing"):
-        UNTRAINED.append(str(summary.get("run_dir")))
-    return float(summary["metric"])
 
 
 def cli() -> None:
     """The command line: config mistakes as one line and exit code 2, one run directory for all
-    processes of a distributed launch, the Hydra app, and exit code 3 when a run trained nothing."""
+    processes of a distributed launch, the Hydra app (every run's result collected), then one exit
+    code for all runs (3 when a run trained nothing; :meth:`litseg.cli.Jobs.exit`)."""
     check_command_line(config_dir(), "train")
     share_run_id()
+    jobs = Jobs("train")
+
+    @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
+    def main(cfg: DictConfig) -> float:
+        return jobs.run(training_task, cfg)
+
     main()
-    if UNTRAINED:
-        print(f"train: {len(UNTRAINED)} run(s) trained nothing (exit code {UNTRAINED_EXIT}): "
-              + ", ".join(UNTRAINED), file=sys.stderr)
-        sys.exit(UNTRAINED_EXIT)
+    jobs.exit()
 
 
 if __name__ == "__main__":

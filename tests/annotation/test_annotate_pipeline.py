@@ -113,7 +113,7 @@ def test_annotate_exits_1_when_something_failed(tmp_path: Path) -> None:
 def test_every_input_is_accounted_for_and_skipped_ones_give_exit_code_4(tmp_path: Path) -> None:
     """A folder with a book, an empty file, a PDF and a PDF named .txt: the book is chunked, the
     others are listed as skipped with why, and annotate.py exits with INPUTS_SKIPPED_EXIT."""
-    from litseg.annotation.entry import INPUTS_SKIPPED_EXIT
+    from litseg.run_result import INPUTS_SKIPPED_EXIT
 
     corpus = write_corpus(tmp_path / "corpus", books=1, chapters=1)
     (corpus / "empty.txt").write_text("  \n")

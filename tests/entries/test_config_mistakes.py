@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from litseg.cli import SETUP_EXIT, command_line_error, run_entry
+from litseg.cli import command_line_error, exit_line, run_task
+from litseg.run_result import SETUP_EXIT
 from litseg.utils.config import ConfigError
 from tests.conftest import REPO
 
@@ -69,10 +70,9 @@ def test_unknown_keys_and_wrong_types_inside_the_task_are_one_line_too(capsys: p
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         wrong_type = compose("train", overrides=["+experiment=sft", "stage.sft.trl.learning_rate=abc"])
         added = compose("train", overrides=["+experiment=sft", "+data.runz=[x]"])
-    with pytest.raises(SystemExit) as info:
-        run_entry(lambda cfg: check_trl_settings(train_config_from(cfg)), wrong_type)
-    assert info.value.code == SETUP_EXIT
-    assert capsys.readouterr().err == "error: stage.sft.trl.learning_rate: expected a number, got 'abc'\n"
+    stopped = run_task(lambda cfg: check_trl_settings(train_config_from(cfg)), wrong_type)
+    assert stopped.exit_code == SETUP_EXIT
+    assert exit_line("train", [stopped]) == "error: stage.sft.trl.learning_rate: expected a number, got 'abc'"
     with pytest.raises(ConfigError, match=r"unknown setting\(s\) data.runz; did you mean data.runs\?"):
         train_config_from(added)
 
@@ -108,19 +108,17 @@ def test_train_without_data_is_a_config_error(capsys: pytest.CaptureFixture[str]
 
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         tc = train_config_from(compose("train", overrides=["+experiment=sft"]))
-    with pytest.raises(SystemExit) as info:
-        run_entry(build_datasets, tc.data, tc.prompt, None)
-    assert info.value.code == SETUP_EXIT
-    assert capsys.readouterr().err.startswith("error: no annotate run directories given: set data.runs=[")
+    stopped = run_task(build_datasets, tc.data, tc.prompt, None)
+    assert stopped.exit_code == SETUP_EXIT
+    assert stopped.reason.startswith("no annotate run directories given: set data.runs=[")
 
 
 def test_evaluate_without_chunkers_or_with_a_misspelt_embedder_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     from litseg.rag.evaluation.sources import resolve_chunkers
     from litseg.rag.index import build_dense_encoder
 
-    with pytest.raises(SystemExit) as info:
-        run_entry(resolve_chunkers, {})
-    assert info.value.code == SETUP_EXIT
-    assert capsys.readouterr().err.startswith("error: no chunkers to evaluate: set chunkers=[token,recursive,")
+    stopped = run_task(resolve_chunkers, {})
+    assert stopped.exit_code == SETUP_EXIT
+    assert stopped.reason.startswith("no chunkers to evaluate: set chunkers=[token,recursive,")
     with pytest.raises(ConfigError, match=r"retrieval.embedder.model='hashng': .*or 'hashing'"):
         build_dense_encoder({"model": "hashng"})

@@ -31,8 +31,9 @@ from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.litseg import LitSegChunker
 from litseg.chunkers.litseg_lite import LitSegLiteChunker
 from litseg.chunkers.lumber import LumberChunker
-from litseg.cli import SETUP_EXIT
+from litseg.cli import exit_line, run_task
 from litseg.errors import UNAVAILABLE, ModelUnreachable, SetupError
+from litseg.run_result import SETUP_EXIT
 from litseg.llm.base import ChatRequest, Completion, ModelUnavailable
 from litseg.llm.openai_backend import OpenAIChatModel
 from litseg.llm.testing import ScriptedChatModel
@@ -399,23 +400,22 @@ def test_setup_errors_are_not_recorded_per_unit(tmp_path: Path) -> None:
     assert read_jsonl(tmp_path / "run" / FAILURES) == [] and read_jsonl(tmp_path / "run" / LEDGER) == []
 
 
-def test_known_errors_through_run_entry(capsys) -> None:
-    from litseg.cli import run_entry
-
+def test_known_errors_through_run_task(monkeypatch: pytest.MonkeyPatch) -> None:
     def fails() -> None:
         raise ModelUnavailable("openai backend: no server answers (http://x: refused)\nsecond line")
 
-    with pytest.raises(SystemExit) as info:
-        run_entry(fails)
-    assert info.value.code == SETUP_EXIT
-    assert capsys.readouterr().err == "error: openai backend: no server answers (http://x: refused) second line\n"
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    stopped = run_task(fails)
+    assert (stopped.exit_code, stopped.run_dir, stopped.summary) == (SETUP_EXIT, "", {})
+    assert exit_line("annotate", [stopped]) == "error: openai backend: no server answers (http://x: refused) second line"
 
     def bug() -> None:
         raise KeyError("a bug keeps its traceback")
 
     with pytest.raises(KeyError):
-        run_entry(bug)
+        run_task(bug)
     cfg = OmegaConf.create({"input": "???"})
-    with pytest.raises(SystemExit):
-        run_entry(lambda: cfg.input)
-    assert "input is missing" in capsys.readouterr().err
+    assert "input is missing" in run_task(lambda: cfg.input).reason
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    with pytest.raises(ModelUnavailable):
+        run_task(fails)

@@ -149,7 +149,8 @@ def test_a_run_that_trains_nothing_says_so_and_exits_3(tmp_path):
 
 
 def test_a_judge_that_dies_mid_run_stops_grpo_with_the_error(teacher_run, tmp_path, monkeypatch, capsys):
-    from litseg.cli import SETUP_EXIT, run_entry
+    from litseg.cli import exit_line, run_task
+    from litseg.run_result import SETUP_EXIT
     from litseg.segmentation.schema import Segment
     from litseg.training.rewards import NarratologicalJudgeReward
     from litseg.training.run import run_training
@@ -164,10 +165,9 @@ def test_a_judge_that_dies_mid_run_stops_grpo_with_the_error(teacher_run, tmp_pa
                          "stage.grpo.trl.max_steps=5", "stage.grpo.trl.save_steps=100", "eval.enabled=false",
                          "rewards.judge.params.failure_window=2", "rewards.judge.params.min_judgements=1",
                          "rewards.judge.params.max_retries=1"])
-    with pytest.raises(SystemExit) as stopped:  # what train.py does with it: one line, exit code 2
-        run_entry(run_training, cfg, run_dir=run_dir)
-    assert stopped.value.code == SETUP_EXIT
-    err = capsys.readouterr().err
+    stopped = run_task(run_training, cfg, run_dir=run_dir)  # what train.py does with it: one line, exit code 2
+    assert stopped.exit_code == SETUP_EXIT
+    err = exit_line("train", [stopped])
     assert "error: reward 'judge': 2 of 2 judgements failed over the last 2 reward call(s)" in err
     assert "ConnectionError" in err
     steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl") if r["stage"] == "grpo" and "loss" in r]

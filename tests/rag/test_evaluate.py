@@ -103,10 +103,12 @@ def test_rag_prompts_render() -> None:
 
 def test_smoke_suite_runs_through_the_hydra_entry(tmp_path: Path) -> None:
     shared_data_dir()
-    from litseg.rag.evaluation.run import run_from_hydra
+    from litseg.rag.evaluation.run import evaluate_task
 
     cfg = composed("suite=smoke", "chunkers=[recursive,sections]", *FAST)
-    value = run_from_hydra(cfg, tmp_path)
+    result = evaluate_task(cfg, tmp_path)
+    assert (result.exit_code, result.run_dir) == (0, tmp_path)
+    value = result.metric
     data = json.loads((tmp_path / "results.json").read_text())
     assert [r["label"] for r in data["results"]] == ["recursive", "sections"]
     assert value == data["results"][0]["metrics"]["evidence@1500"]["estimate"]
@@ -116,7 +118,7 @@ def test_smoke_suite_runs_through_the_hydra_entry(tmp_path: Path) -> None:
     assert (tmp_path / "config.yaml").is_file() and (tmp_path / "per_question" / "sections.jsonl").is_file()
     # objective of a metric this run could not compute
     cfg = composed("suite=smoke", "chunkers=[sections]", "objective.metric=f1", *FAST)
-    assert math.isnan(run_from_hydra(cfg, tmp_path / "f1"))
+    assert math.isnan(evaluate_task(cfg, tmp_path / "f1").metric)
 
 
 def test_the_documented_smoke_check_loads_no_embedding_model_and_warns_of_few_books(
@@ -125,7 +127,7 @@ def test_the_documented_smoke_check_loads_no_embedding_model_and_warns_of_few_bo
     two books' intervals and p-values come with the few-books warning (terminal and results.md)."""
     shared_data_dir()
     import litseg.embeddings
-    from litseg.rag.evaluation.run import run_from_hydra
+    from litseg.rag.evaluation.run import evaluate_task
     from litseg.rag.report import metric_label
 
     doc = (REPO / "docs" / "evaluation.md").read_text(encoding="utf-8")
@@ -137,7 +139,7 @@ def test_the_documented_smoke_check_loads_no_embedding_model_and_warns_of_few_bo
         raise AssertionError(f"the smoke check loaded an embedding model: {args}")
 
     monkeypatch.setattr(litseg.embeddings, "load_embedder", no_model)
-    run_from_hydra(composed(*overrides, "progress=false", "report.plots=false", "metrics.n_resamples=200"), tmp_path)
+    evaluate_task(composed(*overrides, "progress=false", "report.plots=false", "metrics.n_resamples=200"), tmp_path)
     printed = capsys.readouterr().out
     assert "warning: only 2 book(s) (fewer than 10)" in printed and "p-value can go below 0.5" in printed
     assert "**Warning: only 2 book(s)" in (tmp_path / "results.md").read_text(encoding="utf-8")
@@ -147,10 +149,10 @@ def test_the_documented_smoke_check_loads_no_embedding_model_and_warns_of_few_bo
 
 def test_export_texts_for_annotate(tmp_path: Path) -> None:
     shared_data_dir()
-    from litseg.rag.evaluation.run import run_from_hydra
+    from litseg.rag.evaluation.run import evaluate_task
 
     cfg = composed("suite=smoke", f"export_texts={tmp_path / 'texts'}")
-    assert run_from_hydra(cfg, tmp_path) == 2.0
+    assert evaluate_task(cfg, tmp_path).metric == 2.0
     assert len(list((tmp_path / "texts").glob("*.txt"))) == 2
 
 

@@ -6,6 +6,7 @@ gives each chunker its own unit cap."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
 from litseg.chunkers.recursive import RecursiveChunker
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question
 from litseg.rag.evaluation.run import CHUNKER_RUNS
+from litseg.run_result import FAILED_EXIT
 from litseg.segmentation.types import Document, Unit
 from litseg.utils.jsonl import read_jsonl
 from tests.conftest import REPO
@@ -63,9 +65,10 @@ def test_evaluate_exits_1_and_says_which_chunker_failed(tmp_path: Path, capsys: 
     # a whole config, as Hydra composes it for evaluate.py
     cfg = OmegaConf.create(complete_config(eval_cfg(chunkers={"lite": scripted_lite([lite_json((1, 6))])})))
     monkeypatch.setattr(run_module, "load_suite", lambda suite: synthetic_benchmark())
-    with pytest.raises(SystemExit) as stop:
-        run_module.run_from_hydra(cfg, tmp_path)
-    assert stop.value.code == run_module.UNITS_FAILED_EXIT == 1
+    result = run_module.evaluate_task(cfg, tmp_path)
+    assert (result.exit_code, result.run_dir) == (FAILED_EXIT, tmp_path) and FAILED_EXIT == 1
+    assert math.isnan(result.metric) and result.reason == "chunker(s) lite failed"
+    assert list(result.summary["failed_chunkers"]) == ["lite"]
     err = capsys.readouterr().err
     assert "error: chunker lite failed:" in err and "failures.jsonl" in err and "hydra.run.dir" in err
 

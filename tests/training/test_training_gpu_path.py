@@ -51,14 +51,14 @@ def test_every_gpu_recipe_needs_the_model_named(experiment):
 
 
 def test_train_py_says_so_in_one_line_with_exit_code_2(tmp_path, capsys):
-    from litseg.cli import SETUP_EXIT, run_entry
+    from litseg.cli import exit_line, run_task
+    from litseg.run_result import SETUP_EXIT
     from litseg.training.run import run_training
 
-    with pytest.raises(SystemExit) as stopped:  # what train.py's entry does with the error
-        run_entry(run_training, compose_train(["+experiment=grpo"]), run_dir=tmp_path / "run")
-    assert stopped.value.code == SETUP_EXIT == 2
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: no student model named: ")
+    stopped = run_task(run_training, compose_train(["+experiment=grpo"]), run_dir=tmp_path / "run")
+    assert stopped.exit_code == SETUP_EXIT == 2  # what train.py's entry exits with, after one line:
+    line = exit_line("train", [stopped])
+    assert line is not None and "\n" not in line and line.startswith("error: no student model named: ")
 
 
 # ------------------------------------------------------------------------------- devices and launch

@@ -37,6 +37,7 @@ from litseg.chunkers.base import Chunker
 from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.groups import PreprocessConfig
 from litseg.errors import SetupError
+from litseg.run_result import FAILED_EXIT, INPUTS_SKIPPED_EXIT, OK, RunResult
 from litseg.segmentation.types import Document
 from litseg.utils.config import section_dict
 from litseg.utils.task import hydra_run_dir, start_task
@@ -48,19 +49,29 @@ log = logging.getLogger(__name__)
 
 #: Where a run writes outside Hydra when neither out_dir nor +output_dir names a folder.
 DEFAULT_DIR = "outputs/annotate"
-#: annotate.py's exit code when everything it read was chunked but some inputs were skipped (an
-#: unsupported format, an empty file; listed in run_summary.json's ``inputs`` and at the end of
-#: the run). 1 (a book or unit failed) and 2 (the run could not start) take precedence.
-INPUTS_SKIPPED_EXIT = 4
 
 
-def exit_code(summary: dict[str, Any], strict: bool) -> int:
-    """annotate.py's exit code for a finished run (0 when ``strict`` is off)."""
+def exit_code(summary: dict[str, Any], strict: bool) -> tuple[int, str]:
+    """A finished run's exit code and why (``(OK, "")`` when ``strict`` is off): FAILED_EXIT when a
+    book or unit failed, else INPUTS_SKIPPED_EXIT when inputs were skipped (:mod:`litseg.run_result`)."""
     if not strict:
-        return 0
+        return OK, ""
     if summary["units_failed"] or summary["books_failed"]:
-        return 1
-    return INPUTS_SKIPPED_EXIT if summary["inputs_skipped"] else 0
+        return FAILED_EXIT, f"{summary['units_failed']} unit(s) and {len(summary['books_failed'])} book(s) failed"
+    if summary["inputs_skipped"]:
+        return INPUTS_SKIPPED_EXIT, f"{summary['inputs_skipped']} input(s) skipped"
+    return OK, ""
+
+
+def annotate_task(cfg: DictConfig, out_dir: Path | None = None) -> RunResult:
+    """What annotate.py runs: :func:`run_annotate`, its chunk count as the metric and the exit
+    code of ``strict_exit`` (:func:`exit_code`); the entry exits with it (:mod:`litseg.cli`)."""
+    settings = annotate_config_from(cfg)
+    summary = run_annotate(cfg, out_dir)
+    code, reason = exit_code(summary, settings.strict_exit)
+    run_dir = Path(out_dir) if out_dir else hydra_run_dir(settings.output_dir or DEFAULT_DIR)
+    return RunResult(metric=float(summary["chunks"]), run_dir=run_dir, exit_code=code, reason=reason,
+                     summary=summary)
 
 
 def build_chunker_for_run(cfg: DictConfig | AnnotateConfig) -> tuple[Chunker, dict[str, Any] | None]:

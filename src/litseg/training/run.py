@@ -23,6 +23,7 @@ from litseg.training.stages import StagePlan, run_stages
 from litseg.chunkers.tagger import WRITER_SCHEMA
 from litseg.training.tagger_files import assemble_tagger, boundary_metrics
 from litseg.training.writer_data import evaluate_writer
+from litseg.run_result import OK, UNTRAINED_EXIT, RunResult
 from litseg.utils.task import Task, start_task
 from litseg.llm.adapter_config import inference_llm_config
 from litseg.llm.factory import build_llm
@@ -49,8 +50,6 @@ from litseg.training.synthetic import make_synthetic_run
 log = logging.getLogger(__name__)
 
 SUMMARY = "train_summary.json"
-#: train.py's exit code when a run (or any job of a sweep) trained nothing (docs/training.md).
-UNTRAINED_EXIT = 3
 #: Where a run writes outside Hydra when no run_dir is given.
 DEFAULT_DIR = "outputs/train/manual"
 
@@ -78,6 +77,18 @@ def run_training(cfg: Any, run_dir: str | Path | None = None) -> dict[str, Any]:
         return _train(tc, cfg, run_dir, reward_funcs, reward_weights)
     finally:
         _close_rewards(reward_funcs)
+
+
+def training_task(cfg: Any, run_dir: str | Path | None = None) -> RunResult:
+    """What train.py runs: :func:`run_training`, the configured metric for sweepers, and
+    :data:`~litseg.run_result.UNTRAINED_EXIT` when the run trained nothing (the reasons: the
+    summary's ``trained_nothing`` and the run's last line); the entry exits with it once every job
+    has finished."""
+    summary = run_training(cfg, run_dir)
+    untrained = bool(summary["trained_nothing"])
+    return RunResult(metric=float(summary["metric"]), run_dir=summary["run_dir"],
+                     exit_code=UNTRAINED_EXIT if untrained else OK, reason="trained nothing" if untrained else "",
+                     summary=summary)
 
 
 def _train(tc: TrainConfig, cfg: Any, run_dir: str | Path | None, reward_funcs: list[Any],

@@ -28,7 +28,7 @@ from litseg.rag.evaluation.chunk_files import load_chunkset
 from litseg.rag.evaluation.components import Components, build_components, component_identity
 from litseg.rag.results import (GENERATION_NAMES, JUDGE_NAMES, ChunkerResult, EvalSettings, EvaluationResult,
                                 retrieval_metric_names)
-from litseg.rag.evaluation.run import (export_texts, limit_books, load_suite, run_evaluation, run_from_hydra,
+from litseg.rag.evaluation.run import (evaluate_task, export_texts, limit_books, load_suite, run_evaluation,
                                        select_questions, with_student_chunkers)
 from litseg.rag.evaluation.scoring import evaluate_chunkset, segment_quality_of
 from litseg.rag.chunk_sets import ChunkerSpec, ChunkSet, count_unit_fallbacks, fallback_summary
@@ -38,9 +38,8 @@ from litseg.rag.evaluation.sources import (SECTIONS_METHOD, ChunkerRuns, benchma
 __all__ = [
     "GENERATION_NAMES", "JUDGE_NAMES", "SECTIONS_METHOD", "ChunkSet", "ChunkerResult", "ChunkerRuns", "ChunkerSpec",
     "Components", "EvalSettings", "EvaluationResult", "benchmark_sources", "build_chunkset", "build_components",
-    "component_identity", "count_unit_fallbacks", "evaluate_chunkset", "export_texts", "fallback_summary",
-    "limit_books", "load_chunkset", "load_suite", "pairwise_table", "read_books", "resolve_chunkers",
-    "retrieval_metric_names", "run_evaluation",
-    "run_from_hydra", "sections_chunkset", "segment_quality_of", "select_questions", "summarize_rows",
-    "with_student_chunkers",
+    "component_identity", "count_unit_fallbacks", "evaluate_chunkset", "evaluate_task", "export_texts",
+    "fallback_summary", "limit_books", "load_chunkset", "load_suite", "pairwise_table", "read_books",
+    "resolve_chunkers", "retrieval_metric_names", "run_evaluation", "sections_chunkset", "segment_quality_of",
+    "select_questions", "summarize_rows", "with_student_chunkers",
 ]

@@ -1,5 +1,5 @@
 """A whole evaluation from a config: the suite's benchmark, the chunkers, the shared components,
-the scores and the report; :func:`run_from_hydra` is what ``evaluate.py`` runs."""
+the scores and the report; :func:`evaluate_task` is what ``evaluate.py`` runs."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from litseg.utils.config import from_dict, to_plain
 from litseg.rag.ablations import find_student_runs, student_chunkers, write_ablation_table
 from litseg.rag.derived_chunks import ChunkSetBuilder
 from litseg.rag.report import main_table, markdown_table, write_report
+from litseg.run_result import FAILED_EXIT, RunResult
 from litseg.utils.task import start_task
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 #: The folder of the run folder that holds one annotation run folder per chunker (chunks/ holds
 #: the report's chunk files).
 CHUNKER_RUNS = "chunker_runs"
-#: evaluate.py's exit code when a chunker's units or books failed (as annotate.py's).
-UNITS_FAILED_EXIT = 1
 
 
 def select_questions(bench: Benchmark, docs: Mapping[str, Document], max_questions: int | None, seed: int
@@ -194,11 +193,12 @@ def export_texts(bench: Benchmark, out_dir: Path) -> list[Path]:
     return paths
 
 
-def run_from_hydra(cfg: Any, out_dir: Path | None = None) -> float:
+def evaluate_task(cfg: Any, out_dir: Path | None = None) -> RunResult:
     """What ``evaluate.py`` runs: the evaluation (or the text export) in the task shell, a printed
-    summary, and the objective for sweepers (NaN, with a warning, when the run did not produce it)."""
+    summary, and the objective for sweepers (NaN, with a warning, when the run did not produce it;
+    NaN when a chunker's units or books failed, which is :data:`~litseg.run_result.FAILED_EXIT`)."""
     if cfg.get("export_texts"):
-        return float(_export(cfg))
+        return RunResult(metric=float(_export(cfg)), run_dir=str(cfg.export_texts))
     task = start_task("evaluate", cfg, out_dir, fallback="outputs/evaluate")
     result = run_evaluation(cfg, task.run_dir)
     head, rows = main_table(result)
@@ -213,11 +213,13 @@ def run_from_hydra(cfg: Any, out_dir: Path | None = None) -> float:
         log.warning("objective %s was not computed in this run (no gold evidence, or generation/judge off); "
                     "returning NaN", objective.metric)
     failed = result.meta["failed_chunkers"]
-    value = task.finish({"failed_chunkers": failed}, math.nan if failed else value)
-    if failed:
-        _report_failures(failed)
-        sys.exit(UNITS_FAILED_EXIT)
-    return value
+    summary = {"failed_chunkers": failed}
+    value = task.finish(summary, math.nan if failed else value)
+    if not failed:
+        return RunResult(metric=value, run_dir=task.run_dir, summary=summary)
+    _report_failures(failed)
+    return RunResult(metric=value, run_dir=task.run_dir, exit_code=FAILED_EXIT,
+                     reason=f"chunker(s) {', '.join(failed)} failed", summary=summary)
 
 
 def _report_failures(failed: Mapping[str, Any]) -> None:
