@@ -32,7 +32,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from litseg.annotation.store import RunDirLocked
 from litseg.errors import SetupError
@@ -112,13 +112,16 @@ class Jobs:
         self.results.append(result)
         return result.metric
 
-    def exit(self) -> NoReturn:
+    def exit(self) -> None:
         """After Hydra has returned: the one line of :func:`exit_line` on stderr, and the process
-        exits with :func:`worst_exit` of every run."""
+        exits with :func:`worst_exit` of every run (returns when that is 0, so that a caller that
+        runs the entry in its own process, ``runpy`` for one, goes on)."""
         line = exit_line(self.entry, self.results)
         if line is not None:
             print(line, file=sys.stderr, flush=True)
-        sys.exit(worst_exit(self.results))
+        code = worst_exit(self.results)
+        if code != OK:
+            sys.exit(code)
 
 
 # --------------------------------------------------------------------------------------------
