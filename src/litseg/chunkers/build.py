@@ -30,7 +30,7 @@ from litseg.chunkers.groups import FeedbackConfig, PromptConfig
 from litseg.chunkers.merge import with_merge
 from litseg.errors import SetupError
 from litseg.llm.factory import build_llm
-from litseg.utils.config import ConfigError, from_dict, to_plain
+from litseg.utils.config import ConfigError, from_dict, shipped_option, to_plain
 from litseg.utils.registry import UnknownPluginError
 
 # Annotations a parameter check understands, and the Python types each admits.
@@ -145,9 +145,9 @@ def build_chunker_from_config(method: Any, *, llm: Any = None, prompt: Any = Non
 
 def build_chunker(name: str, **params: Any) -> Chunker:
     """``build_chunker("token", chunk_size=64)``: the chunker ``name`` with these settings (the
-    rest from its config class's defaults, which equal ``conf/method/<name>.yaml``); config groups
+    rest from ``conf/method/<name>.yaml``, their one home, or a plug-in's config class); config groups
     (``llm`` as a model or a config, ``prompt``, ``feedback``, ``length_reference``) go beside them."""
     _factory(name, ValueError)
     settings = {k: v for k, v in params.items() if k not in GROUP_NAMES}
     groups = {k: v for k, v in params.items() if k in GROUP_NAMES}
-    return build_chunker_from_config({"name": name, **settings}, **groups)
+    return build_chunker_from_config({**shipped_option("method", name), **settings, "name": name}, **groups)

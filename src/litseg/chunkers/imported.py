@@ -7,20 +7,21 @@ chunker registry finds it without importing the annotation package up front.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from litseg.chunkers.base import CHUNKERS, MethodConfig, register_config
+from litseg.chunkers.base import CHUNKERS, MergeOptions, MethodConfig, register_config
 
 
 @dataclass(kw_only=True)
 class ImportedConfig(MethodConfig):
     """conf/method/imported.yaml."""
 
-    annotations: str | None = None  # JSONL of records; required when the chunker is built
-    source_root: str | None = None
-    origin: str = "litseg"
-    fallback_max_words: int = 400
-    context_position: str = "auto"
+    annotations: str | None  # JSONL of records; required when the chunker is built
+    source_root: str | None
+    origin: str
+    fallback_max_words: int
+    context_position: str
+    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 CHUNKERS.register_lazy("imported", "litseg.annotation.importing:make_imported")

@@ -31,7 +31,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import (
+    Chunker,
+    ChunkerGroups,
+    MergeOptions,
+    MethodConfig,
+    UnitResult,
+    method_settings,
+    register,
+)
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 
@@ -63,7 +71,7 @@ class RecursiveChunker(Chunker):
     def __init__(self, **settings: Any) -> None:
         """``settings`` are fields of :class:`RecursiveConfig` (``conf/method/recursive.yaml``); one
         left out takes the config's default, the only one there is."""
-        config = RecursiveConfig(**{"name": "recursive", **settings})
+        config = method_settings(RecursiveConfig, "recursive", settings)
         chunk_size, chunk_overlap, separators = config.chunk_size, config.chunk_overlap, config.separators
         keep_separator = config.keep_separator
         if chunk_size < 1:
@@ -158,13 +166,13 @@ class RecursiveChunker(Chunker):
 class RecursiveConfig(MethodConfig):
     """conf/method/recursive.yaml."""
 
-    chunk_size: int = 1000
-    chunk_overlap: int = 0
-    separators: list[str] | None = None  # null: DEFAULT_SEPARATORS
-    is_separator_regex: bool | None = None
-    keep_separator: bool | str = "end"
-    unwrap_lines: bool = False  # the sentence-respecting variant for hard-wrapped text
-    merge: MergeOptions | None = field(default_factory=MergeOptions)
+    chunk_size: int
+    chunk_overlap: int
+    separators: list[str] | None  # null: DEFAULT_SEPARATORS
+    is_separator_regex: bool | None
+    keep_separator: bool | str
+    unwrap_lines: bool  # the sentence-respecting variant for hard-wrapped text
+    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("recursive", config=RecursiveConfig)

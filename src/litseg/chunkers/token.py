@@ -16,7 +16,15 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import (
+    Chunker,
+    ChunkerGroups,
+    MergeOptions,
+    MethodConfig,
+    UnitResult,
+    method_settings,
+    register,
+)
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, NamedTokenizer, Unit
 
@@ -182,7 +190,7 @@ class TokenChunker(Chunker):
     def __init__(self, **settings: Any) -> None:
         """``settings`` are fields of :class:`TokenConfig` (``conf/method/token.yaml``); one left out
         takes the config's default, the only one there is."""
-        config = TokenConfig(**{"name": "token", **settings})
+        config = method_settings(TokenConfig, "token", settings)
         chunk_size, overlap, tokenizer = config.chunk_size, config.overlap, config.tokenizer
         if chunk_size < 1:
             raise ValueError(f"token splitter: chunk_size must be >= 1, got {chunk_size}")
@@ -215,10 +223,10 @@ class TokenChunker(Chunker):
 class TokenConfig(MethodConfig):
     """conf/method/token.yaml."""
 
-    chunk_size: int = 128
-    overlap: int = 0
-    tokenizer: str = "auto"  # auto | whitespace | embedded | a tokenizer.json directory
-    merge: MergeOptions | None = field(default_factory=MergeOptions)
+    chunk_size: int
+    overlap: int
+    tokenizer: str  # auto | whitespace | embedded | a tokenizer.json directory
+    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("token", config=TokenConfig)

@@ -13,8 +13,10 @@ Pure Python (omegaconf is imported lazily for DictConfig inputs): no torch, no H
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from litseg.errors import SetupError
+from litseg.utils.locations import config_dir
 
 T = TypeVar("T")
 
@@ -155,6 +158,43 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where or cls.__name__}: {exc}") from exc
+
+
+def shipped_option(group: str, option: str, key: str = "") -> dict[str, Any]:
+    """``conf/<group>/<option>.yaml`` of the configs this package reads
+    (:func:`~litseg.utils.locations.config_dir`) as a plain dict, or its section at the dotted
+    ``key``: the one home of those defaults, for code that builds a schema object from Python with
+    only some settings given (:func:`~litseg.chunkers.build.build_chunker`, a chunker's constructor,
+    a retrieval component built on its own). A same-group option it builds on (``defaults:
+    [hybrid]``) lies under it; groups composed from elsewhere (``/prompt@template``) are left out,
+    and interpolations are not resolved. Empty when the file does not exist (a plug-in of another package has no YAML here)."""
+    data = _shipped_yaml(group, option)
+    for part in key.split(".") if key else ():
+        data = data.get(part) or {}
+    return copy.deepcopy(dict(data))
+
+
+@functools.cache
+def _shipped_yaml(group: str, option: str) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    path = config_dir() / group / f"{option}.yaml"
+    if not path.is_file():
+        return {}
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    assert isinstance(data, dict)
+    merged: dict[str, Any] = {}
+    for base in data.pop("defaults", []):
+        if isinstance(base, str) and base != "_self_":
+            merged = _deep_merge(merged, _shipped_yaml(group, base))
+    return _deep_merge(merged, data)
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
 
 
 def section_dict(obj: Any) -> Any:
