@@ -19,6 +19,7 @@ from litseg.chunkers.base import (
     Chunker,
     ChunkerGroups,
     ConfigValueError,
+    MergeOptions,
     MethodConfig,
     UnitResult,
     config_class,
@@ -102,7 +103,9 @@ def test_build_chunker_and_the_config_path_are_one_way() -> None:
 
 @dataclass(kw_only=True)
 class _WholeConfig(MethodConfig):
+    # A plug-in without a conf/method YAML holds its defaults in its config class.
     label: str = "whole"
+    merge: MergeOptions | None = None
 
 
 def test_a_new_chunker_is_a_factory_and_a_config_class() -> None:

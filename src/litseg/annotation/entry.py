@@ -37,6 +37,7 @@ from litseg.chunkers.base import Chunker
 from litseg.chunkers.build import build_chunker_from_config
 from litseg.chunkers.groups import PreprocessConfig
 from litseg.errors import SetupError
+from litseg.llm.config import LLMConfig
 from litseg.segmentation.types import Document
 from litseg.utils.config import section_dict
 from litseg.utils.task import hydra_run_dir, start_task
@@ -66,12 +67,11 @@ def exit_code(summary: dict[str, Any], strict: bool) -> int:
 def build_chunker_for_run(cfg: DictConfig | AnnotateConfig) -> tuple[Chunker, dict[str, Any] | None]:
     """The chunker a composed annotate config describes, with its soft length reference."""
     settings = cfg if isinstance(cfg, AnnotateConfig) else annotate_config_from(cfg)
-    groups = settings.groups
-    reference = active_reference(groups.get("length_reference"))
+    reference = active_reference(settings.length_reference)
     prompt = settings.prompt
     if prompt is not None:
         prompt = with_length_hint(prompt, reference)
-    chunker = build_chunker_from_config(groups["method"], llm=groups.get("llm"), prompt=prompt,
+    chunker = build_chunker_from_config(settings.method, llm=settings.llm, prompt=prompt,
                                         feedback=settings.feedback, length_reference=reference)
     if reference is not None and getattr(chunker, "length_reference", None) is None:
         log.warning("method=%s takes no length reference; length_reference is ignored", chunker.name)
@@ -147,7 +147,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
 
 
 def annotate_books(chunker: Chunker, sources: Callable[[Prepare], Iterable[BookSource]], out_dir: Path, *,
-                   preprocess: PreprocessConfig, llm_config: Mapping[str, Any] | None, window_units: int,
+                   preprocess: PreprocessConfig, llm_config: LLMConfig | None, window_units: int,
                    progress: bool, extra_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """One annotation run of a built chunker over the books ``sources(prepare)`` gives, for callers
     that bring their own books (evaluate.py's benchmark): the checks of :func:`run_annotate`, the
@@ -189,7 +189,7 @@ def _check_setup(settings: AnnotateConfig, chunker: Chunker) -> tuple[WordCap, d
                              "(a file, a directory or a glob)")
         if not is_dataset_spec(settings.input):
             iter_input_paths(settings.input)  # FileNotFoundError naming what was looked for
-    return check_chunker(chunker, required_preprocess(settings), settings.groups.get("llm"))
+    return check_chunker(chunker, required_preprocess(settings), settings.llm)
 
 
 def required_preprocess(settings: AnnotateConfig) -> PreprocessConfig:
@@ -199,7 +199,7 @@ def required_preprocess(settings: AnnotateConfig) -> PreprocessConfig:
     return settings.preprocess
 
 
-def check_chunker(chunker: Chunker, preprocess: PreprocessConfig, llm_config: Mapping[str, Any] | None
+def check_chunker(chunker: Chunker, preprocess: PreprocessConfig, llm_config: LLMConfig | None
                   ) -> tuple[WordCap, dict[str, Any]]:
     """A model folder or server that is not there stops the run here, before anything is written;
     returns the unit word cap (``preprocess.max_words``: a number, or auto, the model's context

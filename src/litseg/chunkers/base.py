@@ -114,8 +114,9 @@ class MethodConfig:
     """The ``method`` section: ``name`` picks the chunker, whose config class types the rest."""
 
     name: str
-    # Dynamic merge towards a target length works for every chunker (litseg.chunkers.merge).
-    merge: MergeOptions | None = None
+    # Dynamic merge towards a target length works for every chunker (litseg.chunkers.merge); every
+    # conf/method YAML says (null: off).
+    merge: MergeOptions | None
 
     #: Fields taken from other config groups by composition (``/prompt@template``), not values.
     COMPOSED: ClassVar[frozenset[str]] = frozenset()

@@ -127,6 +127,8 @@ def build_chunker_from_config(method: Any, *, llm: Any = None, prompt: Any = Non
     if not name:
         raise ConfigValueError(f"method config needs a name; available: {', '.join(available())}")
     factory = _factory(str(name), ConfigValueError)
+    # A section given from Python may name only some settings: the rest is conf/method/<name>.yaml's.
+    params = {**shipped_option("method", str(name)), **params}
     try:
         schema = config_class(str(name))
     except ConfigError as exc:
@@ -150,4 +152,4 @@ def build_chunker(name: str, **params: Any) -> Chunker:
     _factory(name, ValueError)
     settings = {k: v for k, v in params.items() if k not in GROUP_NAMES}
     groups = {k: v for k, v in params.items() if k in GROUP_NAMES}
-    return build_chunker_from_config({**shipped_option("method", name), **settings, "name": name}, **groups)
+    return build_chunker_from_config({"name": name, **settings}, **groups)

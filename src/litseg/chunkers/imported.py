@@ -7,9 +7,9 @@ chunker registry finds it without importing the annotation package up front.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from litseg.chunkers.base import CHUNKERS, MergeOptions, MethodConfig, register_config
+from litseg.chunkers.base import CHUNKERS, MethodConfig, register_config
 
 
 @dataclass(kw_only=True)
@@ -21,7 +21,6 @@ class ImportedConfig(MethodConfig):
     origin: str
     fallback_max_words: int
     context_position: str
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 CHUNKERS.register_lazy("imported", "litseg.annotation.importing:make_imported")

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from litseg.chunkers.base import ChunkerGroups, MergeOptions, MethodConfig, UnitResult, method_settings, register
+from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, method_settings, register
 from litseg.chunkers.groups import FeedbackConfig, PromptConfig, PromptStage, StagedPrompt
 from litseg.chunkers.llm_common import (
     Ask,
@@ -53,8 +53,6 @@ from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import CUT_OFF_NOTICE, check_unit_fallback, segment_with_retries
 from litseg.segmentation.schema import (
-    LIST_BOUNDS,
-    TEXT_BOUNDS,
     SchemaLimits,
     get_schema,
     has_segments,
@@ -149,7 +147,7 @@ class LitSegChunker(LLMChunker):
                  feedback: FeedbackConfig | None = None,
                  length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`LitSegConfig` (``conf/method/litseg.yaml``);
-        one left out takes the config's default, the only one there is."""
+        one left out is read from that file, its one home (method_settings)."""
         config = method_settings(LitSegConfig, "litseg", settings)
         if not isinstance(prompt, StagedPrompt):
             raise ValueError("method=litseg needs a staged teacher prompt with `system` and `stages` "
@@ -391,7 +389,6 @@ class LitSegConfig(MethodConfig):
     skip_stages: list[str]
     workers: int
     max_batch: int | None
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("litseg", config=LitSegConfig)

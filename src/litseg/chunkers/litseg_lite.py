@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from litseg.chunkers.base import ChunkerGroups, MergeOptions, MethodConfig, UnitResult, method_settings, register
+from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, method_settings, register
 from litseg.chunkers.groups import FeedbackConfig, PromptConfig, SinglePassPrompt, WriterPrompt
 from litseg.chunkers.llm_common import (
     LLMChunker,
@@ -27,7 +27,7 @@ from litseg.llm.base import ChatModel, ChatRequest
 from litseg.segmentation.grammar import RANGE_FIRST, coverage_grammar
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import check_unit_fallback, segment_with_retries
-from litseg.segmentation.schema import LIST_BOUNDS, TEXT_BOUNDS, SchemaLimits, get_schema, json_schema
+from litseg.segmentation.schema import SchemaLimits, get_schema, json_schema
 from litseg.segmentation.snapping import snap_to_paragraphs
 from litseg.segmentation.types import Document, Unit
 
@@ -37,7 +37,7 @@ class LitSegLiteChunker(LLMChunker):
                  feedback: FeedbackConfig | None = None,
                  length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`LitSegLiteConfig` (``conf/method/litseg_lite.yaml``);
-        one left out takes the config's default, the only one there is."""
+        one left out is read from that file, its one home (method_settings)."""
         config = method_settings(LitSegLiteConfig, "litseg_lite", settings)
         if isinstance(prompt, WriterPrompt):  # annotate.py's default prompt belongs to the tagger's writer
             raise ValueError(f"prompt {prompt.name!r} is LitSeg-Tagger's writer prompt; LitSeg-Lite takes a "
@@ -150,14 +150,13 @@ class LitSegLiteConfig(MethodConfig):
     coverage_grammar: bool
     cut_at_paragraphs: bool
     bounded_schema: bool
-    # The step texts are summaries here: half the teacher's text bounds (TEXT_BOUNDS).
+    # The step texts are summaries here: the YAML halves the teacher's text bounds (TEXT_BOUNDS).
     schema_limits: dict[str, dict[str, int | None]]
     fallback: str
     fallback_max_words: int
     context_position: str
     workers: int
     max_batch: int
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("litseg_lite", config=LitSegLiteConfig)

@@ -31,13 +31,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from litseg.chunkers.base import (
     Chunker,
     ChunkerGroups,
-    MergeOptions,
     MethodConfig,
     UnitResult,
     method_settings,
@@ -138,7 +137,7 @@ def _json_numbers(text: str) -> list[int]:
 class LumberChunker(Chunker):
     def __init__(self, llm: ChatModel, template: Mapping[str, Any], **settings: Any) -> None:
         """``settings`` are fields of :class:`LumberConfig` (``conf/method/lumberchunker.yaml``); one
-        left out takes the config's default, the only one there is."""
+        left out is read from that file, its one home (method_settings)."""
         config = method_settings(LumberConfig, "lumberchunker", {**settings, "template": dict(template)})
         token_budget, granularity, budget_tokenizer = config.token_budget, config.granularity, config.budget_tokenizer
         max_retries, max_new_tokens = config.max_retries, config.max_new_tokens
@@ -304,7 +303,6 @@ class LumberConfig(MethodConfig):
     max_new_tokens: int
     constrained: bool
     workers: int
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("lumberchunker", config=LumberConfig)

@@ -24,13 +24,12 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from litseg.chunkers.base import (
     Chunker,
     ChunkerGroups,
-    MergeOptions,
     MethodConfig,
     UnitResult,
     method_settings,
@@ -131,8 +130,8 @@ def usage_diagnostics(before: Any, after: Any, started: float) -> dict[str, Any]
 class PerplexityChunker(Chunker):
     def __init__(self, scorer: PieceLossScorer, **settings: Any) -> None:
         """``settings`` are fields of :class:`PerplexityConfig` (``conf/method/perplexity.yaml``; its
-        model fields are the ``scorer``'s, built by the factory); one left out takes the config's
-        default, the only one there is."""
+        model fields are the ``scorer``'s, built by the factory); one left out is read from
+        that file, its one home (method_settings)."""
         config = method_settings(PerplexityConfig, "perplexity", settings)
         threshold, boundary = config.threshold, config.boundary
         context_tokens, window_tokens = config.context_tokens, config.window_tokens
@@ -197,7 +196,6 @@ class ScorerConfig(MethodConfig):
     device: str
     num_threads: int | None
     model_id: str | None
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
     def scorer(self) -> Any:
         return load_scorer(self.model, self.gguf_file, self.dtype, self.device, self.num_threads, self.model_id)

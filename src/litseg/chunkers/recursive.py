@@ -28,13 +28,12 @@ character for character.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from litseg.chunkers.base import (
     Chunker,
     ChunkerGroups,
-    MergeOptions,
     MethodConfig,
     UnitResult,
     method_settings,
@@ -70,7 +69,7 @@ class RecursiveChunker(Chunker):
 
     def __init__(self, **settings: Any) -> None:
         """``settings`` are fields of :class:`RecursiveConfig` (``conf/method/recursive.yaml``); one
-        left out takes the config's default, the only one there is."""
+        left out is read from that file, its one home (method_settings)."""
         config = method_settings(RecursiveConfig, "recursive", settings)
         chunk_size, chunk_overlap, separators = config.chunk_size, config.chunk_overlap, config.separators
         keep_separator = config.keep_separator
@@ -172,7 +171,6 @@ class RecursiveConfig(MethodConfig):
     is_separator_regex: bool | None
     keep_separator: bool | str
     unwrap_lines: bool  # the sentence-respecting variant for hard-wrapped text
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("recursive", config=RecursiveConfig)

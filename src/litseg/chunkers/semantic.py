@@ -22,7 +22,7 @@ the sentence splitter left outside every sentence still lands in a chunk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,7 +30,6 @@ import numpy as np
 from litseg.chunkers.base import (
     Chunker,
     ChunkerGroups,
-    MergeOptions,
     MethodConfig,
     UnitResult,
     method_settings,
@@ -116,7 +115,7 @@ class SemanticChunker(Chunker):
 
     def __init__(self, embedder: SentenceEmbedder | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`SemanticConfig` (``conf/method/semantic.yaml``); one
-        left out takes the config's default, the only one there is. ``embedder`` replaces the
+        left out is read from that file, its one home (method_settings). ``embedder`` replaces the
         model the settings name (``model``, ``batch_size``), e.g. a test's fake."""
         config = method_settings(SemanticConfig, "semantic", settings)
         buffer_size, breakpoint_percentile = config.buffer_size, config.breakpoint_percentile
@@ -179,7 +178,6 @@ class SemanticConfig(MethodConfig):
     breakpoint_percentile: float
     batch_size: int
     max_chunk_tokens: int | str | None  # auto: the embedder's window less 2; null: no cap
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("semantic", config=SemanticConfig)

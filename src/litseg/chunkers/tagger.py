@@ -26,11 +26,11 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, MethodConfig, UnitResult, register
 from litseg.chunkers.groups import PromptConfig, WriterPrompt
 from litseg.chunkers.llm_common import unit_paragraph_starts, unit_sentence_texts
 from litseg.errors import ModelUnreachable, SetupError
@@ -331,7 +331,6 @@ class LitSegTaggerConfig(MethodConfig):
     distinct_subtitles: bool
     batch_units: int
     context_position: str
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("litseg_tagger", config=LitSegTaggerConfig)

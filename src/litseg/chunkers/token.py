@@ -13,13 +13,12 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from litseg.chunkers.base import (
     Chunker,
     ChunkerGroups,
-    MergeOptions,
     MethodConfig,
     UnitResult,
     method_settings,
@@ -189,7 +188,7 @@ class TokenChunker(Chunker):
 
     def __init__(self, **settings: Any) -> None:
         """``settings`` are fields of :class:`TokenConfig` (``conf/method/token.yaml``); one left out
-        takes the config's default, the only one there is."""
+        is read from that file, its one home (method_settings)."""
         config = method_settings(TokenConfig, "token", settings)
         chunk_size, overlap, tokenizer = config.chunk_size, config.overlap, config.tokenizer
         if chunk_size < 1:
@@ -226,7 +225,6 @@ class TokenConfig(MethodConfig):
     chunk_size: int
     overlap: int
     tokenizer: str  # auto | whitespace | embedded | a tokenizer.json directory
-    merge: MergeOptions | None = field()  # no default: the YAML says (MethodConfig.merge is for plug-ins)
 
 
 @register("token", config=TokenConfig)

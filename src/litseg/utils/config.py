@@ -136,13 +136,20 @@ def schema_for(cls: type[T], data: Mapping[str, Any], where: str = "") -> type[T
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     """``cls(**data)`` for a dataclass, recursively, with unknown keys and bad types rejected.
     A class with a ``__config_dispatch__`` hook first picks the class that types ``data``
-    (:func:`schema_for`)."""
+    (:func:`schema_for`); one with a ``__config_build__(data, where)`` classmethod builds itself
+    (a section whose keys belong to a plug-in, e.g. :class:`~litseg.llm.config.PluginLLMConfig`).
+    An object already of ``cls`` (typed by an earlier reader) is returned as it is."""
+    if isinstance(data, cls) and dataclasses.is_dataclass(data):
+        return data
     data = to_plain(data)
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
     cls = schema_for(cls, data, where)
+    build = getattr(cls, "__config_build__", None)
+    if build is not None:
+        return build(data, where)  # type: ignore[no-any-return]
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - names)
