@@ -215,8 +215,7 @@ def check_chunker(chunker: Chunker, preprocess: PreprocessConfig, llm_config: LL
 
 def document_reader(preprocess: PreprocessConfig, cap: WordCap) -> Prepare:
     """How every book of a run is read and cut into units and sentences (the preprocess group)."""
-    return partial(prepare_document, max_words=cap.max_words, max_sentence_words=preprocess.max_sentence_words,
-                   keep_front_matter=preprocess.keep_front_matter, index_matter=preprocess.index_matter)
+    return partial(prepare_document, preprocess=preprocess, max_words=cap.max_words)
 
 
 def _book_inputs(settings: AnnotateConfig, chunker: Chunker, prepare: Callable[[Any], Document]) -> tuple[Any, Any]:

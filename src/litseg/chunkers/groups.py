@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from litseg.segmentation.config import AutoWordsConfig, PreprocessConfig
 from litseg.utils.config import config_schema
 
 
@@ -169,23 +170,6 @@ class FeedbackConfig:
 
 
 # ------------------------------------------------------------------------------ preprocess
-@dataclass
-class AutoWordsConfig:
-    """``preprocess.auto``: how ``max_words: auto`` sizes units to the chat model's window."""
-
-    fallback_words: int
-    context_margin: float
-    estimate_margin: float
-    min_words: int
-
-
-@config_schema("preprocess", entry="annotate", default_option="default")
-@dataclass
-class PreprocessConfig:
-    """conf/preprocess/default.yaml (auto.yaml composes it)."""
-
-    max_words: int | Literal["auto"]
-    auto: AutoWordsConfig
-    max_sentence_words: int
-    keep_front_matter: bool
-    index_matter: bool
+# Typed in litseg.segmentation.config, where the preprocessing reads it; named here with the
+# other groups a chunker's run reads.
+__all__ = ["AutoWordsConfig", "PreprocessConfig"]
