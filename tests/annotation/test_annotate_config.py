@@ -11,6 +11,7 @@ from litseg.annotation.config import AnnotateConfig, LengthReferenceConfig, anno
 from litseg.annotation.length_reference import active_reference
 from litseg.annotation.totals import RunTotals, UnitCounts
 from litseg.chunkers.groups import FeedbackConfig, PreprocessConfig, PromptConfig
+from litseg.chunkers.base import config_class
 from litseg.llm.config import LLMConfig
 from litseg.utils.config import ConfigError, from_dict, shipped_option
 from tests.conftest import REPO
@@ -25,8 +26,8 @@ def test_annotate_settings_come_typed_from_the_yaml_and_input_may_be_left_for_la
     settings = annotate_config_from(_compose())
     assert isinstance(settings, AnnotateConfig) and settings.input is None
     assert settings.window_units == 256 and settings.export.enabled and settings.new_dir is False
-    # Every group comes as its schema object (the method section is typed when its chunker is built).
-    assert settings.method is not None and settings.method["name"] == "litseg_tagger"
+    # Every group comes as its schema object.
+    assert isinstance(settings.method, config_class("litseg_tagger"))
     assert isinstance(settings.llm, LLMConfig) and isinstance(settings.length_reference, LengthReferenceConfig)
     assert isinstance(settings.prompt, PromptConfig) and isinstance(settings.feedback, FeedbackConfig)
     assert isinstance(settings.preprocess, PreprocessConfig) and settings.preprocess.max_sentence_words > 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from litseg.chunkers.base import MethodConfig
+from litseg.chunkers.build import method_config_from
 from litseg.chunkers.groups import FeedbackConfig, PreprocessConfig, PromptConfig
 from litseg.llm.config import LLMConfig
 from litseg.llm.factory import llm_config_from
@@ -76,9 +78,8 @@ class AnnotateConfig:
     strict_exit: bool
     new_dir: bool = False  # +new_dir=true: a run dir of another setup -> a fresh folder beside it
     output_dir: str | None = None  # where to write outside Hydra (tests pass out_dir instead)
-    # The composed method section (name + settings): build_chunker_from_config types it by the
-    # chunker's config class, naming a bad setting in the chunker's words.
-    method: dict[str, Any] | None = None
+    # The method section typed by its chunker's config class (method_config_from).
+    method: MethodConfig | None = None
     # The groups read as their schema objects (None where a config composes none).
     llm: LLMConfig | None = None
     length_reference: LengthReferenceConfig | None = None
@@ -89,14 +90,16 @@ class AnnotateConfig:
 
 def annotate_config_from(cfg: Any) -> AnnotateConfig:
     """The typed settings of a composed annotate config (a missing ``input`` is None); every group
-    typed by its schema (``llm`` by :func:`~litseg.llm.factory.llm_config_from`), ``method`` kept
-    as its section until the chunker is built."""
+    typed by its schema (``method`` by :func:`~litseg.chunkers.build.method_config_from`, ``llm``
+    by :func:`~litseg.llm.factory.llm_config_from`)."""
     from omegaconf import DictConfig, OmegaConf
 
     if isinstance(cfg, DictConfig):
         data = {k: None if OmegaConf.is_missing(cfg, k) else to_plain(cfg[k]) for k in cfg if k != "hydra"}
     else:
         data = {k: v for k, v in dict(to_plain(cfg)).items() if k != "hydra"}
+    if data.get("method") is not None:
+        data["method"] = method_config_from(data["method"])
     if "llm" in data:
         data["llm"] = llm_config_from(data["llm"])
     if "length_reference" in data:
