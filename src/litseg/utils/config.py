@@ -6,7 +6,11 @@ rejecting unknown keys with their dotted path and checking scalar types, so a mi
 fails at once instead of being ignored. ``tests/config/test_config_schemas.py`` composes every YAML file of
 every group and validates it against its schema. A default has one home, the group's YAML (where a
 user reads and changes it): a schema field has none, and the same test fails when a YAML writes a
-value that a code default already gives (docs/extending.md, "One home for every default").
+value that a code default already gives (docs/extending.md, "One home for every default"; the few
+schemas that keep such defaults are listed there with their reasons). Code that builds a schema
+object from Python with only some settings completes them from the shipped YAML
+(:func:`shipped_option`). :func:`from_dict` returns an object already typed as it is, so a section
+is read once, where the config is read, and reaches the code as its schema object.
 
 Pure Python (omegaconf is imported lazily for DictConfig inputs): no torch, no Hydra.
 """
