@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from litseg.segmentation.config import AutoWordsConfig, PreprocessConfig
 from litseg.utils.config import config_schema
