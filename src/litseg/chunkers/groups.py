@@ -1,6 +1,7 @@
 """Typed schemas of the annotate groups a chunker reads beside ``method``: ``prompt``, ``feedback``
-and ``preprocess``. They live here, below the annotation layer, because the chunkers receive them
-as these objects (built once, where the config is read).
+and ``preprocess`` (the last typed in :mod:`litseg.segmentation.config`, where the preprocessing
+reads it, and named here too). They live below the annotation layer, because the chunkers receive
+them as these objects (built once, where the config is read).
 
 The prompt group holds prompts of several shapes (single-pass segmentation prompts, the staged
 teacher prompt, the baselines' templates, the judge's rubric, the RAG prompts); each shape has its
