@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import os
 import platform
 import re
@@ -28,6 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from litseg.segmentation.config import default_preprocess  # noqa: E402
 from litseg.segmentation.gutenberg import gutenberg_bounds  # noqa: E402
 from litseg.segmentation.preprocess import index_sentences, prepare_document  # noqa: E402
 from litseg.segmentation.reading import read_document  # noqa: E402
@@ -76,7 +78,9 @@ def run_once(path: Path, max_words: int, max_sentence_words: int) -> tuple[_Cloc
     clock.lap("strip")
     structure = analyze_structure(doc.text, start, end)
     clock.lap("structure")
-    units = units_from_structure(doc, structure, max_words=max_words)
+    reading = default_preprocess()
+    units = units_from_structure(doc, structure, max_words=max_words, keep_front_matter=reading.keep_front_matter,
+                                 index_matter=reading.index_matter)
     clock.lap("units")
     n_sent = 0
     for unit in units:
@@ -86,7 +90,8 @@ def run_once(path: Path, max_words: int, max_sentence_words: int) -> tuple[_Cloc
     clock.wall["all stages"] = sum(clock.wall.values())
     clock.cpu["all stages"] = sum(clock.cpu.values())
     clock._w, clock._c = time.perf_counter(), time.process_time()
-    prepare_document(path, max_words=max_words, max_sentence_words=max_sentence_words)
+    prepare_document(path, dataclasses.replace(default_preprocess(), max_sentence_words=max_sentence_words),
+                     max_words=max_words)
     clock.lap("prepare_document (end to end)")
     return clock, len(units), n_sent
 

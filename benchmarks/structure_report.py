@@ -37,6 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from litseg.segmentation.config import default_preprocess  # noqa: E402
 from litseg.segmentation.gutenberg import gutenberg_frame  # noqa: E402
 from litseg.segmentation.reading import read_document  # noqa: E402
 from litseg.segmentation.gutenberg import gutenberg_bounds  # noqa: E402
@@ -170,7 +171,9 @@ def analyse_text(path: Path, group: str, gid: str = "", expected: int | None = N
     doc = read_document(path)
     start, end = gutenberg_bounds(doc.text)
     structure = analyze_structure(doc.text, start, end, author=doc.author, title=doc.title)
-    units = units_from_structure(doc, structure, max_words=10**9)  # as find_units, the defaults
+    reading = default_preprocess()  # as annotate.py reads books (conf/preprocess/default.yaml), uncapped
+    units = units_from_structure(doc, structure, max_words=10**9, keep_front_matter=reading.keep_front_matter,
+                                 index_matter=reading.index_matter)
     seconds = time.process_time() - t0
     lost, doubled = coverage(doc, units)
     narrative = [u for u in units if not u.matter]

@@ -105,9 +105,10 @@ def main() -> None:
     from litseg.llm.local_models import embedded_model_dir
     from litseg.training.builders import cpu_bf16, load_tokenizer
     from litseg.training.config import ModelConfig
+    from litseg.utils.config import from_dict, shipped_option
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    tokenizer = load_tokenizer(ModelConfig())
+    tokenizer = load_tokenizer(from_dict(ModelConfig, shipped_option("model", "smollm2_135m"), "model"))
     run = teacher_run(args.out)
     base = AutoModelForCausalLM.from_pretrained(str(embedded_model_dir()), dtype=torch.float32)
     rate = decode_rate(base, tokenizer)

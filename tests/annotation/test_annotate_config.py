@@ -10,8 +10,11 @@ from hydra import compose, initialize_config_dir
 from litseg.annotation.config import AnnotateConfig, LengthReferenceConfig, annotate_config_from
 from litseg.annotation.length_reference import active_reference
 from litseg.annotation.totals import RunTotals, UnitCounts
-from litseg.chunkers.groups import FeedbackConfig, PreprocessConfig, PromptConfig
-from litseg.utils.config import ConfigError
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig
+from litseg.segmentation.config import PreprocessConfig
+from litseg.chunkers.base import config_class
+from litseg.llm.config import LLMConfig
+from litseg.utils.config import ConfigError, from_dict, shipped_option
 from tests.conftest import REPO
 
 
@@ -24,8 +27,9 @@ def test_annotate_settings_come_typed_from_the_yaml_and_input_may_be_left_for_la
     settings = annotate_config_from(_compose())
     assert isinstance(settings, AnnotateConfig) and settings.input is None
     assert settings.window_units == 256 and settings.export.enabled and settings.new_dir is False
-    assert set(settings.groups) >= {"method", "llm", "length_reference"}
-    # The groups the code reads by attribute come as their schema objects.
+    # Every group comes as its schema object.
+    assert isinstance(settings.method, config_class("litseg_tagger"))
+    assert isinstance(settings.llm, LLMConfig) and isinstance(settings.length_reference, LengthReferenceConfig)
     assert isinstance(settings.prompt, PromptConfig) and isinstance(settings.feedback, FeedbackConfig)
     assert isinstance(settings.preprocess, PreprocessConfig) and settings.preprocess.max_sentence_words > 0
     given = annotate_config_from(_compose("input=book.txt", "shard=1/4", "+new_dir=true"))
@@ -47,7 +51,8 @@ def test_a_length_reference_is_read_through_its_schema():
     assert ref is not None and ref["name"] == "mine" and ref["p50"] == 6 and "words" in ref["hint"]
     with pytest.raises(ConfigError, match="length_reference.p5"):
         active_reference({"p25": 3, "p5": 6, "p75": 11})
-    assert LengthReferenceConfig().p50 is None  # the default, conf/length_reference/none.yaml: off
+    # The default, conf/length_reference/none.yaml: off
+    assert from_dict(LengthReferenceConfig, shipped_option("length_reference", "none")).p50 is None
 
 
 def test_ledger_rows_of_older_runs_count_the_same():

@@ -20,6 +20,7 @@ from litseg.annotation.export import main as export_main
 from litseg.annotation.sources import parse_dataset_spec
 from litseg.annotation.store import CHUNKS, LEDGER, SENTENCES, RunDirLocked, RunStore
 from litseg.utils.jsonl import read_jsonl
+from litseg.testing.configs import preprocess_config
 from litseg.segmentation.preprocess import prepare_document
 from tests.conftest import REPO
 from tests.teacher_fakes import write_book, write_corpus
@@ -74,7 +75,7 @@ def test_unit_key_covers_text_sentences_and_configuration(corpus: Path) -> None:
     unit = doc.units[0]
     key = unit_key(doc, unit, {"name": "litseg", "prompt": "teacher-v1"})
     assert key != unit_key(doc, unit, {"name": "litseg", "prompt": "teacher-v2"})
-    coarser = prepare_document(corpus / "book_01.md", max_sentence_words=8)
+    coarser = prepare_document(corpus / "book_01.md", preprocess_config(max_sentence_words=8))
     assert len(coarser.units[0].sentences) != len(unit.sentences)
     assert key != unit_key(coarser, coarser.units[0], {"name": "litseg", "prompt": "teacher-v1"})
     assert key == unit_key(prepare_document(corpus / "book_01.md"), unit, {"prompt": "teacher-v1", "name": "litseg"})

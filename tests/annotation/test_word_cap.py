@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from litseg.llm.factory import build_llm
+from litseg.llm.config import LLMConfig
+from litseg.llm.factory import build_llm, llm_config_from
 from litseg.annotation.annotate import _unit_diagnostics
 from litseg.annotation.word_cap import (
     WordCapError,
@@ -24,7 +25,7 @@ from litseg.annotation.word_cap import (
 )
 from litseg.annotation.config import annotate_config_from
 from litseg.chunkers.base import UnitResult
-from litseg.chunkers.groups import PreprocessConfig
+from litseg.segmentation.config import PreprocessConfig
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.types import Document, Unit
 from litseg.testing.configs import group_yaml, preprocess_config
@@ -47,7 +48,7 @@ def cap_for(cfg) -> Any:
 
     settings = annotate_config_from(cfg)
     chunker, _ = build_chunker_for_run(settings)
-    return resolve_word_cap(settings.preprocess, chunker, settings.groups.get("llm"))
+    return resolve_word_cap(settings.preprocess, chunker, settings.llm)
 
 
 # ----------------------------------------------------------------------------- a stand-in server
@@ -133,6 +134,13 @@ def test_auto_without_a_chat_model_keeps_the_numeric_fallback() -> None:
     assert "no chat model" in cap.reason
 
 
+def _window(tokens: int) -> LLMConfig:
+    """An llm config that declares only its context window (the chunker's model answers)."""
+    typed = llm_config_from({"backend": "scripted", "context_window": tokens})
+    assert typed is not None
+    return typed
+
+
 def test_auto_for_a_baseline_imports_no_model_backend() -> None:
     code = (
         "import sys\n"
@@ -140,9 +148,11 @@ def test_auto_for_a_baseline_imports_no_model_backend() -> None:
         "from litseg.annotation.word_cap import resolve_word_cap\n"
         "from litseg.testing.configs import preprocess_config\n"
         "chunker = build_chunker('recursive')\n"
+        "from litseg.llm.factory import llm_config_from\n"
         "preprocess = preprocess_config('auto')\n"
+        "llm = llm_config_from({'backend': 'embedded', 'context_window': 8192})\n"
         "before = set(sys.modules)\n"
-        "cap = resolve_word_cap(preprocess, chunker, {'backend': 'embedded', 'context_window': 8192})\n"
+        "cap = resolve_word_cap(preprocess, chunker, llm)\n"
         "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in ('torch', 'transformers')"
         " or m.startswith('litseg.llm'))\n"
         "print(cap.max_words, cap.mode, new)\n"
@@ -160,7 +170,7 @@ def test_methods_that_send_windows_fall_back() -> None:
     with open_dict(cfg):
         cfg.llm = OmegaConf.create({"backend": "scripted", "answers": ["{}"]})
     lumber, _ = build_chunker_for_run(cfg)
-    cap = resolve_word_cap(preprocess_config("auto"), lumber, {"context_window": 32768})
+    cap = resolve_word_cap(preprocess_config("auto"), lumber, _window(32768))
     assert cap.mode == "auto_fallback" and "one prompt" in cap.reason
 
 
@@ -209,11 +219,11 @@ def test_cap_is_window_less_margin_prompt_and_answer_over_tokens_per_word() -> N
     render, _ = prompt_plan(_Chunker(llm))
     fixed, per_word = measure_prompt(render, llm.count_prompt_tokens)
     cap = resolve_word_cap(preprocess_config("auto", auto={"estimate_margin": 0.1}), _Chunker(llm),
-                           {"context_window": 10000})
+                           _window(10000))
     assert cap.mode == "auto" and cap.token_source == "estimate" and cap.context_window == 10000
     assert cap.max_words == int((9000 - fixed - 500) / per_word)
     with pytest.raises(WordCapError, match="leaves room"):
-        resolve_word_cap(preprocess_config("auto"), _Chunker(llm), {"context_window": 900})
+        resolve_word_cap(preprocess_config("auto"), _Chunker(llm), _window(900))
 
 
 def test_teacher_reserves_the_stage_answers_it_reads(server) -> None:

@@ -36,3 +36,34 @@ def test_a_field_left_at_its_code_default_is_left_out() -> None:
     # paragraph_breaks defaults to false; a prompt that does not write it hashed without it.
     lite = prompt_config("litseg_lite")
     assert lite.paragraph_breaks is False and "paragraph_breaks" not in section_dict(lite)
+
+
+# ------------------------------------------------------------------------------ llm sections
+def test_every_llm_section_reaches_the_code_typed() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from litseg.annotation.config import LengthReferenceConfig, annotate_config_from
+    from litseg.llm.config import EmbeddedLLMConfig, LLMConfig
+    from litseg.rag.config import evaluate_config
+    from litseg.training.config import train_config_from
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        annotate = annotate_config_from(compose("annotate", overrides=["llm=embedded"]))
+        train = train_config_from(compose("train"))
+        evaluate = evaluate_config(compose("evaluate", overrides=["suite=smoke", "llm=embedded"]))
+    assert isinstance(annotate.llm, EmbeddedLLMConfig) and isinstance(annotate.length_reference, LengthReferenceConfig)
+    assert isinstance(train.judge_llm, LLMConfig)
+    assert isinstance(evaluate.llm, EmbeddedLLMConfig)
+    assert isinstance(evaluate.generation.llm, LLMConfig) and isinstance(evaluate.judge.llm, LLMConfig)
+
+
+def test_a_backend_taking_keywords_keeps_its_settings_as_given() -> None:
+    from litseg.llm.config import LLMConfig, PluginLLMConfig
+    from litseg.llm.factory import llm_config_from
+    from litseg.utils.config import from_dict
+
+    typed = llm_config_from({"backend": "tests.training_helpers:make_dying_judge", "good_batches": 2,
+                             "context_window": 512})
+    assert isinstance(typed, PluginLLMConfig) and typed.settings() == {"good_batches": 2}
+    assert typed.context_window == 512 and typed.cache is None  # left out in code: no cache
+    assert from_dict(LLMConfig, typed) is typed  # an object typed once is not read again

@@ -152,7 +152,7 @@ def _annotate(server: Server, model_dir: Path, book: Path, run: Path, cache: Pat
     args = ["annotate.py", "method=litseg_lite", "llm=openai", f"llm.model={model_dir}", f"llm.base_urls=[{server.base_url}]",
             "llm.max_retries=2", "llm.backoff_base_s=0.2", "llm.backoff_max_s=0.4", "llm.timeout_s=300",
             "llm.connect_timeout_s=2", f"llm.cache.path={cache}", "prompt=litseg_lite_compact",
-            f"method.max_new_tokens={MAX_NEW_TOKENS}", "method.max_retries=0", "+method.workers=1",
+            f"method.max_new_tokens={MAX_NEW_TOKENS}", "method.max_retries=0", "method.workers=1",
             f"input={book}", f"hydra.run.dir={run}", "print_table=0", "view=false"]
     return subprocess.Popen([sys.executable, *args], cwd=REPO, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from litseg.chunkers.base import Chunker, MethodConfig, UnitResult, register
+from litseg.chunkers.base import Chunker, MergeOptions, MethodConfig, UnitResult, register
 from litseg.chunkers.recursive import RecursiveChunker
 from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook, Evidence, Question
 from litseg.rag.evaluation.run import CHUNKER_RUNS
@@ -87,7 +87,9 @@ def test_a_chunker_whose_every_unit_failed_is_reported_not_scored(tmp_path: Path
 # -------------------------------------------------------------------------- resume
 @dataclass(kw_only=True)
 class StoppingConfig(MethodConfig):
+    # A plug-in without a conf/method YAML holds its defaults in its config class.
     stop_after: int | None = None
+    merge: MergeOptions | None = None
 
 
 CALLS: list[tuple[str, str]] = []

@@ -114,20 +114,20 @@ def test_composing_another_folder_inside_a_running_app_is_refused(tmp_path: Path
 
 # ------------------------------------------------------------------------------- registries
 def test_vector_stores_are_built_by_name_through_the_registry() -> None:
-    from litseg.rag.config import StoreConfig
+    from litseg.rag.config import StoreConfig, retrieval_part
     from litseg.rag.stores import STORES, VectorStore, build_store
     from litseg.utils.registry import UnknownPluginError
 
     assert {"qdrant", "qdrant_embedded", "qdrant_server"} <= set(STORES.names())
-    store = build_store(StoreConfig(backend="qdrant_embedded"))
+    store = build_store(retrieval_part(StoreConfig, "store", {"backend": "qdrant_embedded"}))
     try:
         assert isinstance(store, VectorStore) and store.location == ":memory:"
     finally:
         store.close()
     with pytest.raises(ValueError, match="http"):
-        build_store(StoreConfig(backend="qdrant_server", location=":memory:"))
+        build_store(retrieval_part(StoreConfig, "store", {"backend": "qdrant_server", "location": ":memory:"}))
     with pytest.raises(UnknownPluginError, match="qdrant_embedded"):
-        build_store(StoreConfig(backend="faiss_in_my_dreams"))
+        build_store(retrieval_part(StoreConfig, "store", {"backend": "faiss_in_my_dreams"}))
     server = from_dict(RetrievalConfig, _retrieval("qdrant_server"), "retrieval")
     assert server.store.backend == "qdrant_server"
 

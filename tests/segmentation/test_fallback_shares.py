@@ -66,7 +66,7 @@ def test_a_repaired_answer_is_not_a_unit_fallback() -> None:
 def test_unknown_fallback_is_refused() -> None:
     with pytest.raises(ValueError, match="fallback must be one of"):
         segment_with_retries(ask_with(lite_json((1, 10))), MESSAGES, n=N, answer_model=LiteAnswer,
-                             sentence_words=WORDS, max_fallback_words=20, fallback="chunks")
+                             sentence_words=WORDS, max_fallback_words=20, fallback="chunks", max_retries=2)
 
 
 def test_fallback_categories_read_old_and_new_diagnostics() -> None:

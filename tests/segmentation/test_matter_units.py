@@ -23,7 +23,7 @@ BOOK = PG_HEAD + book(
 def _never_indexed_spans(text: str) -> list[tuple[int, int, str]]:
     """Every span of matter that may never be in a unit (found with no matter indexed)."""
     doc = Document(book_id="m", text=text)
-    find_units(doc, max_words=10**6, index_matter=False)
+    find_units(doc, max_words=10**6, index_matter=False, keep_front_matter=False)
     return [(m.start, m.end, m.reason) for m in doc.matter if m.reason in NEVER_INDEXED]
 
 
@@ -33,7 +33,7 @@ def _overlaps(spans, units) -> list:
 
 def test_introductions_prefaces_and_notes_are_units_flagged_as_matter() -> None:
     doc = Document(book_id="t", text=BOOK)
-    units = find_units(doc, max_words=10**6)
+    units = find_units(doc, max_words=10**6, keep_front_matter=False, index_matter=True)
     assert [(u.unit_id, u.kind, u.matter, u.title) for u in units] == [
         ("0000-01", "front_matter", "introduction", "INTRODUCTION"),
         ("0000-02", "front_matter", "preface", "PREFACE"),
@@ -47,9 +47,9 @@ def test_introductions_prefaces_and_notes_are_units_flagged_as_matter() -> None:
 
 
 def test_the_narrative_keeps_its_unit_ids_and_matter_can_be_left_out() -> None:
-    with_matter = find_units(Document(book_id="t", text=BOOK), max_words=200)
+    with_matter = find_units(Document(book_id="t", text=BOOK), max_words=200, keep_front_matter=False, index_matter=True)
     doc = Document(book_id="t", text=BOOK)
-    without = find_units(doc, max_words=200, index_matter=False)
+    without = find_units(doc, max_words=200, index_matter=False, keep_front_matter=False)
     assert [(u.unit_id, u.start) for u in with_matter if not u.matter] == [(u.unit_id, u.start) for u in without]
     assert all(not u.matter for u in without)
     assert [m.reason for m in doc.matter] == ["credits", "title page", "contents", "introduction", "preface",
@@ -65,8 +65,8 @@ def test_keep_front_matter_adds_an_epigraph_but_never_the_title_page_or_contents
                           prose(40, 7), "PREFACE", prose(90, 2), "CHAPTER I. The Tower", prose(300, 3),
                           "CHAPTER II. The Fog", prose(250, 4)) + PG_FOOT
     doc = Document(book_id="t", text=text)
-    plain = [u.matter for u in find_units(doc, max_words=10**6)]
-    kept = [u.matter for u in find_units(doc, max_words=10**6, keep_front_matter=True)]
+    plain = [u.matter for u in find_units(doc, max_words=10**6, keep_front_matter=False, index_matter=True)]
+    kept = [u.matter for u in find_units(doc, max_words=10**6, keep_front_matter=True, index_matter=True)]
     assert (plain, kept) == (["preface", "", ""], ["front matter", "preface", "", ""])
     assert [m.reason for m in doc.matter] == ["credits", "title page", "contents"]
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from litseg.testing.configs import preprocess_config
 from litseg.segmentation.preprocess import index_sentences, load_documents, prepare_document
 from litseg.segmentation.types import Document, Unit
 from litseg.segmentation.units import count_words, find_units, split_by_cap
@@ -108,7 +109,7 @@ def test_split_by_cap_whitespace_only_and_short() -> None:
 
 def test_invalid_max_words() -> None:
     with pytest.raises(ValueError):
-        find_units(Document(book_id="b", text="x"), max_words=0)
+        find_units(Document(book_id="b", text="x"), max_words=0, keep_front_matter=False, index_matter=True)
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -124,7 +125,7 @@ def test_sentences_are_indexed_per_unit_with_offsets() -> None:
 
 def test_overlong_sentence_is_capped() -> None:
     text = "CHAPTER I\n\n" + " ".join(["on and on"] * 100) + ".\n"
-    doc = prepare_document(Document(book_id="b", text=text), max_sentence_words=40)
+    doc = prepare_document(Document(book_id="b", text=text), preprocess_config(max_sentence_words=40))
     assert max(len(doc.text[s.start:s.end].split()) for s in doc.units[0].sentences) <= 40
     check_document(doc, max_sentence_words=40)
 
@@ -153,7 +154,7 @@ def test_sentence_cap_kept_with_a_splitter_that_lacks_max_words(monkeypatch) -> 
 def test_index_sentences_on_a_bare_unit() -> None:
     text = "One. Two three. Four five six."
     unit = Unit(book_id="b", unit_id="0001", index=0, start=0, end=len(text))
-    assert [(s.idx, text[s.start:s.end]) for s in index_sentences(text, unit)] == [
+    assert [(s.idx, text[s.start:s.end]) for s in index_sentences(text, unit, max_sentence_words=120)] == [
         (1, "One."), (2, "Two three."), (3, "Four five six.")]
 
 
@@ -250,11 +251,11 @@ def book_text(draw) -> str:
 def test_units_tile_the_body_for_generated_books(text: str, max_words: int,
                                                  max_sentence_words: int, keep_front: bool) -> None:
     doc = Document(book_id="h", text=text)
-    prepare_document(doc, max_words=max_words, max_sentence_words=max_sentence_words,
-                     keep_front_matter=keep_front)
+    prepare_document(doc, preprocess_config(max_sentence_words=max_sentence_words, keep_front_matter=keep_front),
+                     max_words=max_words)
     check_document(doc, max_words=max_words, max_sentence_words=max_sentence_words)
     again = [(u.start, u.end, u.unit_id) for u in find_units(doc, max_words=max_words,
-                                                               keep_front_matter=keep_front)]
+                                                               keep_front_matter=keep_front, index_matter=True)]
     assert again == [(u.start, u.end, u.unit_id) for u in doc.units]
 
 
@@ -262,8 +263,8 @@ def test_units_tile_the_body_for_generated_books(text: str, max_words: int,
 @given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=400),
        max_words=st.integers(min_value=1, max_value=20))
 def test_units_tile_the_body_for_arbitrary_text(text: str, max_words: int) -> None:
-    doc = prepare_document(Document(book_id="h", text=text), max_words=max_words,
-                           max_sentence_words=10)
+    doc = prepare_document(Document(book_id="h", text=text), preprocess_config(max_sentence_words=10),
+                           max_words=max_words)
     check_document(doc, max_words=max_words, max_sentence_words=10)
 
 
@@ -272,7 +273,7 @@ def test_units_tile_the_body_for_arbitrary_text(text: str, max_words: int) -> No
 @pytest.mark.shared_data
 def test_longest_novel_prepares_under_cap() -> None:
     path = shared_data_dir() / "texts" / "novel" / "2701_Moby_Dick_or_The_Whale.txt"
-    doc = prepare_document(path, max_words=2000, max_sentence_words=120)
+    doc = prepare_document(path, preprocess_config(max_sentence_words=120), max_words=2000)
     # the first chapter's heading as the book prints it (its last "CHAPTER 1." line: the first is the contents')
     heading = [line.strip() for line in doc.text.splitlines() if line.startswith("CHAPTER 1.")][-1]
     narrative = [u for u in doc.units if not u.matter]

@@ -91,7 +91,7 @@ def test_overlong_integers_are_unusable_values_not_crashes(where: str, text: str
 def test_retry_loop_asks_again_after_an_overlong_integer() -> None:
     replies = iter([Completion(text=stage3('[{"from_idx": 1, "to_idx": ' + HUGE + "}]")), Completion(text=VALID)])
     out = segment_with_retries(lambda messages: next(replies), [{"role": "user", "content": "go"}], n=8,
-                               answer_model=Stage3Answer, sentence_words=[3] * 8, max_fallback_words=10, fallback="pieces")
+                               answer_model=Stage3Answer, sentence_words=[3] * 8, max_fallback_words=10, fallback="pieces", max_retries=2)
     assert out.diagnostics.tries == 2 and out.diagnostics.chosen_attempt == 1
     assert out.diagnostics.fallback == "none"
     assert [s.span for s in out.segments] == [(1, 4), (5, 8)]
@@ -328,7 +328,7 @@ def test_overlap_is_allowed_and_counted() -> None:
                                           "max_ranges_per_sentence": 3}
     replies = iter([Completion(text=stage3([{"from_idx": 1, "to_idx": 5}, {"from_idx": 4, "to_idx": 8}]))])
     out = segment_with_retries(lambda m: next(replies), [{"role": "user", "content": "go"}], n=8,
-                               answer_model=Stage3Answer, sentence_words=[3] * 8, max_fallback_words=10, fallback="pieces")
+                               answer_model=Stage3Answer, sentence_words=[3] * 8, max_fallback_words=10, fallback="pieces", max_retries=2)
     assert out.diagnostics.to_dict()["overlap"]["overlap_share"] == 0.25
 
 

@@ -167,7 +167,7 @@ def test_stage3_with_custom_extractor_and_feedback() -> None:
         return "please fix"
 
     out = segment_with_retries(model, MESSAGES, n=N, answer_model=Stage3Answer, sentence_words=WORDS,
-                               max_fallback_words=50, extract_segments=answer_segments, feedback=feedback, fallback="pieces")
+                               max_fallback_words=50, extract_segments=answer_segments, feedback=feedback, fallback="pieces", max_retries=2)
     assert seen_feedback == [[IssueCode.LAST_NOT_N, IssueCode.UNCOVERED]]
     assert model.seen[1][-1] == {"role": "user", "content": "please fix"}
     assert [s.span for s in out.segments] == [(1, 10)]
@@ -198,7 +198,8 @@ def test_damage_weighs_uncovered_sentences() -> None:
     ({"max_retries": -1}, "max_retries"),
 ])
 def test_bad_arguments(kw: dict, match: str) -> None:
-    args = {"n": N, "answer_model": LiteAnswer, "sentence_words": WORDS, "max_fallback_words": 20, "fallback": "pieces"}
+    args = {"n": N, "answer_model": LiteAnswer, "sentence_words": WORDS, "max_fallback_words": 20, "fallback": "pieces",
+            "max_retries": 2}
     args.update(kw)
     with pytest.raises(ValueError, match=match):
         segment_with_retries(ScriptedModel(lite((1, 10))), MESSAGES, **args)

@@ -13,7 +13,7 @@ ROMAN = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII
 
 def units_of(text: str, max_words: int = 10**6) -> tuple[Document, list]:
     doc = Document(book_id="t", text=text)
-    return doc, find_units(doc, max_words=max_words, index_matter=False)
+    return doc, find_units(doc, max_words=max_words, index_matter=False, keep_front_matter=False)
 
 
 def reasons(doc: Document) -> list[str]:
@@ -115,7 +115,7 @@ def test_the_books_title_line_over_its_chapters_is_not_a_story() -> None:
                        "\n\nTHE DROWNED BELL\n\n", prose(300, 9)) + PG_FOOT
     for title in ("", "The Lantern Keeper"):  # from the header, or given by the reader
         doc = Document(book_id="t", text=text, title=title, author="A. Nobody" if title else "")
-        units = find_units(doc, max_words=10**6, index_matter=False)
+        units = find_units(doc, max_words=10**6, index_matter=False, keep_front_matter=False)
         assert [u.title for u in units] == ["I.", "II.", "III.", "IV."]
         assert all(u.path == [] for u in units)
         assert doc.text[doc.matter[-1].start:doc.matter[-1].end].count("THE LANTERN KEEPER") == 2

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from litseg.errors import SetupError
+from litseg.utils.config import from_dict, shipped_option
 from litseg.training.config import ConfigError, require_named_model, train_config_from
 from tests.training_helpers import CONF, REPO, compose_train
 
@@ -162,7 +163,7 @@ def test_under_zero3_a_loaded_adapter_keeps_the_base_models_dtype(tmp_path):
     from litseg.training.builders import load_model
     from litseg.training.config import ModelConfig
 
-    model = ModelConfig(name="tiny", path="tiny", dtype="bfloat16")
+    model = from_dict(ModelConfig, {**shipped_option("model", "tiny"), "dtype": "bfloat16"})
     base = load_model(model)
     get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj"])).save_pretrained(str(tmp_path / "adapter"))
     lora = [p for n, p in load_model(model, adapter=tmp_path / "adapter", zero3=True).named_parameters() if "lora_" in n]

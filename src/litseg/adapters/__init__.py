@@ -14,19 +14,16 @@ book with :func:`read_book` and the adapters give exactly annotate.py's chunks a
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import OmegaConf
-
 from litseg.chunkers.base import Chunker
 from litseg.chunkers.build import build_chunker
+from litseg.segmentation.config import default_preprocess
 from litseg.segmentation.reading import read_document
 from litseg.segmentation.sentences import split_spans
 from litseg.segmentation.types import Chunk, Document, Sentence, Unit
 from litseg.segmentation.preprocess import prepare_document
-from litseg.utils.locations import config_dir
 
 if TYPE_CHECKING:
     from litseg.adapters.langchain import LitsegTextSplitter
@@ -36,11 +33,10 @@ __all__ = ["LitsegNodeParser", "LitsegTextSplitter", "chunk_text", "default_max_
            "text_to_document"]
 
 
-@functools.cache
 def default_max_words() -> int:
     """The word cap of a unit that annotate.py uses by default: ``max_words`` of
     ``conf/preprocess/default.yaml``, read there so that the adapters hold no copy of it."""
-    return int(OmegaConf.load(config_dir() / "preprocess" / "default.yaml").max_words)
+    return default_preprocess().fixed_words()
 
 
 def text_to_document(text: str, book_id: str = "text", *, preprocess: bool = True,

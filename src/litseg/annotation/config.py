@@ -8,11 +8,16 @@ field without a default is required, and annotate.yaml provides it). Settings a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from litseg.chunkers.groups import FeedbackConfig, PreprocessConfig, PromptConfig
-from litseg.utils.config import config_schema, from_dict, to_plain
+from litseg.chunkers.base import MethodConfig
+from litseg.chunkers.build import method_config_from
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig
+from litseg.segmentation.config import PreprocessConfig
+from litseg.llm.config import LLMConfig
+from litseg.llm.factory import llm_config_from
+from litseg.utils.config import config_schema, from_dict, shipped_option, to_plain
 
 
 @config_schema("length_reference", entry="annotate", default_option="none")
@@ -21,13 +26,22 @@ class LengthReferenceConfig:
     """A soft segment-length reference (p25 / p50 / p75); any quantile null turns it off.
     ``python -m litseg.annotation.length_reference`` writes one, with ``hint`` and ``source``."""
 
-    name: str = "none"
-    unit: str = "sentences"  # sentences | words
-    p25: int | float | None = None
-    p50: int | float | None = None
-    p75: int | float | None = None
+    name: str
+    unit: str  # sentences | words
+    p25: int | float | None
+    p50: int | float | None
+    p75: int | float | None
     hint: str | None = None  # the sentence filled into the prompt's {length_hint}
     source: dict[str, Any] | None = None  # which runs the figures came from
+
+
+def length_reference_from(node: Any) -> LengthReferenceConfig | None:
+    """A ``length_reference`` section typed (None stays None). One given from Python may name only
+    its quantiles: the rest is conf/length_reference/none.yaml's, their one home."""
+    if node is None or isinstance(node, LengthReferenceConfig):
+        return node
+    given = dict(to_plain(node))
+    return from_dict(LengthReferenceConfig, {**shipped_option("length_reference", "none"), **given}, "length_reference")
 
 
 @dataclass(frozen=True)
@@ -65,30 +79,32 @@ class AnnotateConfig:
     strict_exit: bool
     new_dir: bool = False  # +new_dir=true: a run dir of another setup -> a fresh folder beside it
     output_dir: str | None = None  # where to write outside Hydra (tests pass out_dir instead)
-    groups: dict[str, Any] = field(default_factory=dict)  # method, llm, length_reference (plain, resolved)
+    # The method section typed by its chunker's config class (method_config_from).
+    method: MethodConfig | None = None
     # The groups read as their schema objects (None where a config composes none).
+    llm: LLMConfig | None = None
+    length_reference: LengthReferenceConfig | None = None
     prompt: PromptConfig | None = None
     feedback: FeedbackConfig | None = None
     preprocess: PreprocessConfig | None = None
 
 
-#: Config groups composed into annotate.yaml: read by their own schemas, not AnnotateConfig's fields.
-GROUPS = ("method", "llm", "prompt", "feedback", "preprocess", "length_reference")
-#: The groups of GROUPS that AnnotateConfig holds typed, as fields of their own.
-TYPED_GROUPS = ("prompt", "feedback", "preprocess")
-
-
 def annotate_config_from(cfg: Any) -> AnnotateConfig:
-    """The typed top-level settings of a composed annotate config (a missing ``input`` is None);
-    ``prompt``, ``feedback`` and ``preprocess`` typed by their schemas, the other groups kept,
-    plain and resolved, in ``groups``."""
+    """The typed settings of a composed annotate config (a missing ``input`` is None); every group
+    typed by its schema (``method`` by :func:`~litseg.chunkers.build.method_config_from`, ``llm``
+    by :func:`~litseg.llm.factory.llm_config_from`)."""
     from omegaconf import DictConfig, OmegaConf
 
     if isinstance(cfg, DictConfig):
         data = {k: None if OmegaConf.is_missing(cfg, k) else to_plain(cfg[k]) for k in cfg if k != "hydra"}
     else:
         data = {k: v for k, v in dict(to_plain(cfg)).items() if k != "hydra"}
-    groups = {k: data.pop(k) for k in GROUPS if k in data and k not in TYPED_GROUPS}
+    if data.get("method") is not None:
+        data["method"] = method_config_from(data["method"])
+    if "llm" in data:
+        data["llm"] = llm_config_from(data["llm"])
+    if "length_reference" in data:
+        data["length_reference"] = length_reference_from(data["length_reference"])
     if data.get("shard") is not None:
         data["shard"] = str(data["shard"])  # shard=1/2 reads as text, but a bare number would not
-    return from_dict(AnnotateConfig, {**data, "groups": groups})
+    return from_dict(AnnotateConfig, data)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,9 @@ from litseg.annotation.view import chunk_table, render_html, unit_parts
 from litseg.annotation.word_cap import WordCap, resolve_word_cap
 from litseg.chunkers.base import Chunker
 from litseg.chunkers.build import build_chunker_from_config
-from litseg.chunkers.groups import PreprocessConfig
+from litseg.segmentation.config import PreprocessConfig
 from litseg.errors import SetupError
+from litseg.llm.config import LLMConfig
 from litseg.run_result import FAILED_EXIT, INPUTS_SKIPPED_EXIT, OK, RunResult
 from litseg.segmentation.types import Document
 from litseg.utils.config import section_dict
@@ -77,12 +78,11 @@ def annotate_task(cfg: DictConfig, out_dir: Path | None = None) -> RunResult:
 def build_chunker_for_run(cfg: DictConfig | AnnotateConfig) -> tuple[Chunker, dict[str, Any] | None]:
     """The chunker a composed annotate config describes, with its soft length reference."""
     settings = cfg if isinstance(cfg, AnnotateConfig) else annotate_config_from(cfg)
-    groups = settings.groups
-    reference = active_reference(groups.get("length_reference"))
+    reference = active_reference(settings.length_reference)
     prompt = settings.prompt
     if prompt is not None:
         prompt = with_length_hint(prompt, reference)
-    chunker = build_chunker_from_config(groups["method"], llm=groups.get("llm"), prompt=prompt,
+    chunker = build_chunker_from_config(settings.method, llm=settings.llm, prompt=prompt,
                                         feedback=settings.feedback, length_reference=reference)
     if reference is not None and getattr(chunker, "length_reference", None) is None:
         log.warning("method=%s takes no length reference; length_reference is ignored", chunker.name)
@@ -158,7 +158,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
 
 
 def annotate_books(chunker: Chunker, sources: Callable[[Prepare], Iterable[BookSource]], out_dir: Path, *,
-                   preprocess: PreprocessConfig, llm_config: Mapping[str, Any] | None, window_units: int,
+                   preprocess: PreprocessConfig, llm_config: LLMConfig | None, window_units: int,
                    progress: bool, extra_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """One annotation run of a built chunker over the books ``sources(prepare)`` gives, for callers
     that bring their own books (evaluate.py's benchmark): the checks of :func:`run_annotate`, the
@@ -200,7 +200,7 @@ def _check_setup(settings: AnnotateConfig, chunker: Chunker) -> tuple[WordCap, d
                              "(a file, a directory or a glob)")
         if not is_dataset_spec(settings.input):
             iter_input_paths(settings.input)  # FileNotFoundError naming what was looked for
-    return check_chunker(chunker, required_preprocess(settings), settings.groups.get("llm"))
+    return check_chunker(chunker, required_preprocess(settings), settings.llm)
 
 
 def required_preprocess(settings: AnnotateConfig) -> PreprocessConfig:
@@ -210,7 +210,7 @@ def required_preprocess(settings: AnnotateConfig) -> PreprocessConfig:
     return settings.preprocess
 
 
-def check_chunker(chunker: Chunker, preprocess: PreprocessConfig, llm_config: Mapping[str, Any] | None
+def check_chunker(chunker: Chunker, preprocess: PreprocessConfig, llm_config: LLMConfig | None
                   ) -> tuple[WordCap, dict[str, Any]]:
     """A model folder or server that is not there stops the run here, before anything is written;
     returns the unit word cap (``preprocess.max_words``: a number, or auto, the model's context
@@ -226,8 +226,7 @@ def check_chunker(chunker: Chunker, preprocess: PreprocessConfig, llm_config: Ma
 
 def document_reader(preprocess: PreprocessConfig, cap: WordCap) -> Prepare:
     """How every book of a run is read and cut into units and sentences (the preprocess group)."""
-    return partial(prepare_document, max_words=cap.max_words, max_sentence_words=preprocess.max_sentence_words,
-                   keep_front_matter=preprocess.keep_front_matter, index_matter=preprocess.index_matter)
+    return partial(prepare_document, preprocess=preprocess, max_words=cap.max_words)
 
 
 def _book_inputs(settings: AnnotateConfig, chunker: Chunker, prepare: Callable[[Any], Document]) -> tuple[Any, Any]:

@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, UnitResult
+from litseg.chunkers.base import Chunker, ChunkerGroups, UnitResult, method_settings
 from litseg.chunkers.imported import ImportedConfig
 from litseg.chunkers.llm_common import sentence_word_counts
 from litseg.llm.base import Completion
@@ -360,8 +360,9 @@ class ImportedChunker(Chunker):
     """
 
     def __init__(self, annotations: str, **settings: Any) -> None:
-        """``settings`` are the other fields of :class:`ImportedConfig`; one left out takes its default."""
-        config = ImportedConfig(**{"name": "imported", **settings, "annotations": annotations})
+        """``settings`` are the other fields of :class:`ImportedConfig`; one left out is read from
+        conf/method/imported.yaml (:func:`~litseg.chunkers.base.method_settings`)."""
+        config = method_settings(ImportedConfig, "imported", {**settings, "annotations": annotations})
         self.name = config.name
         self.path = Path(annotations).expanduser()
         if not self.path.is_file():

@@ -28,11 +28,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from litseg.annotation.config import LengthReferenceConfig
+from litseg.annotation.config import LengthReferenceConfig, length_reference_from
 from litseg.annotation.store import CHUNKS, LEDGER
 from litseg.chunkers.groups import PromptConfig, SinglePassPrompt, StagedPrompt
 from litseg.utils.jsonl import iter_jsonl
-from litseg.utils.config import from_dict, to_plain
+from litseg.utils.config import to_plain
 
 QUANTILES = ("p25", "p50", "p75")
 UNITS = ("sentences", "words")
@@ -57,16 +57,18 @@ def active_reference(node: Any) -> dict[str, Any] | None:
     (absent, ``none``, or any quantile missing)."""
     if node is None:
         return None
-    node = to_plain(node)
-    if not isinstance(node, Mapping):
-        raise TypeError(f"length_reference must be a mapping, got {type(node).__name__}")
-    config = from_dict(LengthReferenceConfig, node, "length_reference")
+    if not isinstance(node, LengthReferenceConfig):
+        node = to_plain(node)
+        if not isinstance(node, Mapping):
+            raise TypeError(f"length_reference must be a mapping, got {type(node).__name__}")
+    config = length_reference_from(node)
+    assert config is not None
     if any(getattr(config, q) is None for q in QUANTILES):
         return None
     ref: dict[str, Any] = {q: getattr(config, q) for q in QUANTILES}
     ref["unit"] = config.unit
     ref["hint"] = config.hint or HINTS.get(config.unit, HINTS["sentences"])
-    if "name" in node:
+    if isinstance(node, LengthReferenceConfig) or "name" in node:
         ref["name"] = config.name
     return ref
 

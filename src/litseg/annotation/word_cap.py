@@ -39,9 +39,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from litseg.chunkers.groups import PreprocessConfig
+from litseg.segmentation.config import PreprocessConfig
 from litseg.errors import SetupError
 from litseg.llm.base import ChatModel
+from litseg.llm.config import LLMConfig
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.types import Sentence, Unit
 
@@ -90,7 +91,7 @@ class WordCap:
 
 
 def resolve_word_cap(preprocess: PreprocessConfig, chunker: Any = None,
-                     llm_config: Mapping[str, Any] | None = None) -> WordCap:
+                     llm_config: LLMConfig | None = None) -> WordCap:
     """The word cap ``preprocess.max_words`` stands for, given the run's chunker and ``llm`` config."""
     value = preprocess.max_words
     if value != AUTO:
@@ -109,7 +110,7 @@ def resolve_word_cap(preprocess: PreprocessConfig, chunker: Any = None,
     if plan is None:
         return use_fallback(f"method {getattr(chunker, 'name', '?')} does not send a unit in one prompt")
     render, answer_tokens = plan
-    window, window_source = context_window(llm_config or {}, llm)
+    window, window_source = context_window(llm_config, llm)
     if window is None:
         return use_fallback(f"the context window of {getattr(llm, 'name', 'the model')} is not known "
                             "(set llm.context_window)")
@@ -239,9 +240,9 @@ def _kind(model: Any) -> str:
     return _BACKEND_KINDS[module] if module in _BACKEND_KINDS else "other"
 
 
-def context_window(llm_config: Mapping[str, Any], llm: Any) -> tuple[int | None, str | None]:
+def context_window(llm_config: LLMConfig | None, llm: Any) -> tuple[int | None, str | None]:
     """The model's context window in tokens and where it was read, or ``(None, None)``."""
-    declared = llm_config.get("context_window") if llm_config else None
+    declared = llm_config.context_window if llm_config is not None else None
     if declared is not None:
         return _positive_int(declared, "llm.context_window"), "llm.context_window"
     model = _backend_of(llm)

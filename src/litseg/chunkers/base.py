@@ -11,12 +11,12 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from litseg.chunkers.groups import FeedbackConfig, PromptConfig
 from litseg.errors import SetupError
 from litseg.llm.base import ChatModel
-from litseg.utils.config import ConfigError, config_schema
+from litseg.utils.config import ConfigError, config_schema, shipped_option
 from litseg.utils.registry import Registry
 from litseg.segmentation.types import Chunk, Document, Unit
 
@@ -114,8 +114,9 @@ class MethodConfig:
     """The ``method`` section: ``name`` picks the chunker, whose config class types the rest."""
 
     name: str
-    # Dynamic merge towards a target length works for every chunker (litseg.chunkers.merge).
-    merge: MergeOptions | None = None
+    # Dynamic merge towards a target length works for every chunker (litseg.chunkers.merge); every
+    # conf/method YAML says (null: off).
+    merge: MergeOptions | None
 
     #: Fields taken from other config groups by composition (``/prompt@template``), not values.
     COMPOSED: ClassVar[frozenset[str]] = frozenset()
@@ -135,6 +136,16 @@ class MethodConfig:
         """The chunker's own settings as keyword arguments (not ``merge``, nor ``leave_out``)."""
         skip = {"merge", *leave_out}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+
+
+M = TypeVar("M", bound=MethodConfig)
+
+
+def method_settings(config: type[M], name: str, settings: Mapping[str, Any]) -> M:
+    """The typed settings of chunker ``name`` given from Python (a chunker's constructor): those in
+    ``settings``, the rest from ``conf/method/<name>.yaml``, their one home
+    (:func:`~litseg.utils.config.shipped_option`; nothing for a plug-in without a file there)."""
+    return config(**{**shipped_option("method", name), **settings, "name": name})
 
 
 def register(name: str, config: type[MethodConfig]) -> Callable[[ChunkerFactory], ChunkerFactory]:

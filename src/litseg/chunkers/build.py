@@ -30,7 +30,7 @@ from litseg.chunkers.groups import FeedbackConfig, PromptConfig
 from litseg.chunkers.merge import with_merge
 from litseg.errors import SetupError
 from litseg.llm.factory import build_llm
-from litseg.utils.config import ConfigError, from_dict, to_plain
+from litseg.utils.config import ConfigError, from_dict, shipped_option, to_plain
 from litseg.utils.registry import UnknownPluginError
 
 # Annotations a parameter check understands, and the Python types each admits.
@@ -117,35 +117,53 @@ def _construct(name: str, make: Callable[[], Chunker]) -> Chunker:
         raise ConfigValueError(f"method {name!r}: {exc}") from exc
 
 
-def build_chunker_from_config(method: Any, *, llm: Any = None, prompt: Any = None, feedback: Any = None,
-                              length_reference: Any = None) -> Chunker:
-    """Build the chunker named in a ``method`` config group, with the other composed groups beside
-    it (``llm`` as a config or a chat model); each reaches the chunker only when its config class
-    declares it."""
-    params = dict(to_plain(method))
+def _name_and_schema(params: Mapping[str, Any]) -> tuple[str, type[MethodConfig]]:
     name = params.get("name")
     if not name:
         raise ConfigValueError(f"method config needs a name; available: {', '.join(available())}")
-    factory = _factory(str(name), ConfigValueError)
+    _factory(str(name), ConfigValueError)
     try:
-        schema = config_class(str(name))
+        return str(name), config_class(str(name))
     except ConfigError as exc:
         raise ConfigValueError(str(exc)) from None
-    given = {"llm": llm, "prompt": prompt, "feedback": feedback, "length_reference": length_reference}
-    require_groups(str(name), schema, given)
+
+
+def method_config_from(method: Any) -> MethodConfig:
+    """A ``method`` section typed by its chunker's config class (as it is when already typed). A
+    section given from Python may name only some settings: the rest is ``conf/method/<name>.yaml``'s,
+    their one home. A bad setting is named in the chunker's words (:class:`ConfigValueError`)."""
+    if isinstance(method, MethodConfig):
+        return method
+    params = dict(to_plain(method))
+    name, schema = _name_and_schema(params)
+    params = {**shipped_option("method", name), **params}
     check_parameter_types(name, schema, params)
     try:
-        cfg = from_dict(MethodConfig, params, "method")
+        return from_dict(MethodConfig, params, "method")
     except ConfigError as exc:
         raise ConfigValueError(f"method {name!r}: {exc}") from None
-    groups = chunker_groups(schema, given)
-    chunker = _construct(name, lambda: factory(cfg, groups))
+
+
+def build_chunker_from_config(method: Any, *, llm: Any = None, prompt: Any = None, feedback: Any = None,
+                              length_reference: Any = None) -> Chunker:
+    """Build the chunker named in a ``method`` config group (a section, or typed by
+    :func:`method_config_from`), with the other composed groups beside it (``llm`` as a config or a
+    chat model); each reaches the chunker only when its config class declares it."""
+    given = {"llm": llm, "prompt": prompt, "feedback": feedback, "length_reference": length_reference}
+    # A missing group is named first: without it the section may not even be complete (a template).
+    name, schema = (method.name, type(method)) if isinstance(method, MethodConfig) else _name_and_schema(
+        dict(to_plain(method)))
+    require_groups(name, schema, given)
+    cfg = method_config_from(method)
+    factory = _factory(cfg.name, ConfigValueError)
+    groups = chunker_groups(type(cfg), given)
+    chunker = _construct(cfg.name, lambda: factory(cfg, groups))
     return with_merge(chunker, cfg.merge)
 
 
 def build_chunker(name: str, **params: Any) -> Chunker:
     """``build_chunker("token", chunk_size=64)``: the chunker ``name`` with these settings (the
-    rest from its config class's defaults, which equal ``conf/method/<name>.yaml``); config groups
+    rest from ``conf/method/<name>.yaml``, their one home, or a plug-in's config class); config groups
     (``llm`` as a model or a config, ``prompt``, ``feedback``, ``length_reference``) go beside them."""
     _factory(name, ValueError)
     settings = {k: v for k, v in params.items() if k not in GROUP_NAMES}

@@ -1,6 +1,7 @@
 """Typed schemas of the annotate groups a chunker reads beside ``method``: ``prompt``, ``feedback``
-and ``preprocess``. They live here, below the annotation layer, because the chunkers receive them
-as these objects (built once, where the config is read).
+and ``preprocess`` (the last typed in :mod:`litseg.segmentation.config`, where the preprocessing
+reads it, and named here too). They live below the annotation layer, because the chunkers receive
+them as these objects (built once, where the config is read).
 
 The prompt group holds prompts of several shapes (single-pass segmentation prompts, the staged
 teacher prompt, the baselines' templates, the judge's rubric, the RAG prompts); each shape has its
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from litseg.utils.config import config_schema
 
@@ -168,24 +169,3 @@ class FeedbackConfig:
     user: str  # {problems} {last_index} {attempt} {max_attempts}
 
 
-# ------------------------------------------------------------------------------ preprocess
-@dataclass
-class AutoWordsConfig:
-    """``preprocess.auto``: how ``max_words: auto`` sizes units to the chat model's window."""
-
-    fallback_words: int
-    context_margin: float
-    estimate_margin: float
-    min_words: int
-
-
-@config_schema("preprocess", entry="annotate", default_option="default")
-@dataclass
-class PreprocessConfig:
-    """conf/preprocess/default.yaml (auto.yaml composes it)."""
-
-    max_words: int | Literal["auto"]
-    auto: AutoWordsConfig
-    max_sentence_words: int
-    keep_front_matter: bool
-    index_matter: bool

@@ -16,11 +16,11 @@ from litseg.chunkers.base import CHUNKERS, MethodConfig, register_config
 class ImportedConfig(MethodConfig):
     """conf/method/imported.yaml."""
 
-    annotations: str | None = None  # JSONL of records; required when the chunker is built
-    source_root: str | None = None
-    origin: str = "litseg"
-    fallback_max_words: int = 400
-    context_position: str = "auto"
+    annotations: str | None  # JSONL of records; required when the chunker is built
+    source_root: str | None
+    origin: str
+    fallback_max_words: int
+    context_position: str
 
 
 CHUNKERS.register_lazy("imported", "litseg.annotation.importing:make_imported")

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, register
+from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, method_settings, register
 from litseg.chunkers.groups import FeedbackConfig, PromptConfig, PromptStage, StagedPrompt
 from litseg.chunkers.llm_common import (
     Ask,
@@ -53,8 +53,6 @@ from litseg.segmentation.parsing import parse_answer
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import CUT_OFF_NOTICE, check_unit_fallback, segment_with_retries
 from litseg.segmentation.schema import (
-    LIST_BOUNDS,
-    TEXT_BOUNDS,
     SchemaLimits,
     get_schema,
     has_segments,
@@ -149,8 +147,8 @@ class LitSegChunker(LLMChunker):
                  feedback: FeedbackConfig | None = None,
                  length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`LitSegConfig` (``conf/method/litseg.yaml``);
-        one left out takes the config's default, the only one there is."""
-        config = LitSegConfig(**{"name": "litseg", **settings})
+        one left out is read from that file, its one home (method_settings)."""
+        config = method_settings(LitSegConfig, "litseg", settings)
         if not isinstance(prompt, StagedPrompt):
             raise ValueError("method=litseg needs a staged teacher prompt with `system` and `stages` "
                              "(prompt=litseg); got a single-pass prompt")
@@ -378,20 +376,19 @@ class LitSegConfig(MethodConfig):
     TAKES: ClassVar[frozenset[str]] = frozenset({"prompt", "feedback", "length_reference"})
 
     default_prompt: StagedPrompt | None = None
-    max_retries: int = 2
-    stage_max_retries: int | None = None
-    max_new_tokens: int = 3072
-    summary_max_new_tokens: int = 2048
-    constrained: bool = True
-    bounded_schema: bool = True
-    schema_limits: dict[str, dict[str, int | None]] = field(default_factory=lambda: {
-        "text": dict(TEXT_BOUNDS), "lists": dict(LIST_BOUNDS)})
-    fallback: str = "whole_unit"
-    fallback_max_words: int = 400
-    context_position: str = "auto"
-    skip_stages: list[str] = field(default_factory=list)
-    workers: int = 32
-    max_batch: int | None = None
+    max_retries: int
+    stage_max_retries: int | None
+    max_new_tokens: int
+    summary_max_new_tokens: int
+    constrained: bool
+    bounded_schema: bool
+    schema_limits: dict[str, dict[str, int | None]]
+    fallback: str
+    fallback_max_words: int
+    context_position: str
+    skip_stages: list[str]
+    workers: int
+    max_batch: int | None
 
 
 @register("litseg", config=LitSegConfig)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, register
+from litseg.chunkers.base import ChunkerGroups, MethodConfig, UnitResult, method_settings, register
 from litseg.chunkers.groups import FeedbackConfig, PromptConfig, SinglePassPrompt, WriterPrompt
 from litseg.chunkers.llm_common import (
     LLMChunker,
@@ -27,7 +27,7 @@ from litseg.llm.base import ChatModel, ChatRequest
 from litseg.segmentation.grammar import RANGE_FIRST, coverage_grammar
 from litseg.segmentation.reconstruct import build_chunks
 from litseg.segmentation.runner import check_unit_fallback, segment_with_retries
-from litseg.segmentation.schema import LIST_BOUNDS, TEXT_BOUNDS, SchemaLimits, get_schema, json_schema
+from litseg.segmentation.schema import SchemaLimits, get_schema, json_schema
 from litseg.segmentation.snapping import snap_to_paragraphs
 from litseg.segmentation.types import Document, Unit
 
@@ -37,8 +37,8 @@ class LitSegLiteChunker(LLMChunker):
                  feedback: FeedbackConfig | None = None,
                  length_reference: Mapping[str, Any] | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`LitSegLiteConfig` (``conf/method/litseg_lite.yaml``);
-        one left out takes the config's default, the only one there is."""
-        config = LitSegLiteConfig(**{"name": "litseg_lite", **settings})
+        one left out is read from that file, its one home (method_settings)."""
+        config = method_settings(LitSegLiteConfig, "litseg_lite", settings)
         if isinstance(prompt, WriterPrompt):  # annotate.py's default prompt belongs to the tagger's writer
             raise ValueError(f"prompt {prompt.name!r} is LitSeg-Tagger's writer prompt; LitSeg-Lite takes a "
                              "single-pass prompt: prompt=litseg_lite_compact (with llm=student) or prompt=litseg_lite")
@@ -144,20 +144,19 @@ class LitSegLiteConfig(MethodConfig):
     NEEDS: ClassVar[frozenset[str]] = frozenset({"llm", "prompt"})
     TAKES: ClassVar[frozenset[str]] = frozenset({"feedback", "length_reference"})
 
-    max_retries: int = 2
-    max_new_tokens: int = 3072
-    constrained: bool = True
-    coverage_grammar: bool = True
-    cut_at_paragraphs: bool = True
-    bounded_schema: bool = True
-    # The step texts are summaries here: half the teacher's text bounds (TEXT_BOUNDS).
-    schema_limits: dict[str, dict[str, int | None]] = field(default_factory=lambda: {
-        "text": {**TEXT_BOUNDS, "step_1_events": 3000, "step_2_threads": 3000}, "lists": dict(LIST_BOUNDS)})
-    fallback: str = "whole_unit"
-    fallback_max_words: int = 400
-    context_position: str = "auto"
-    workers: int = 8
-    max_batch: int = 64
+    max_retries: int
+    max_new_tokens: int
+    constrained: bool
+    coverage_grammar: bool
+    cut_at_paragraphs: bool
+    bounded_schema: bool
+    # The step texts are summaries here: the YAML halves the teacher's text bounds (TEXT_BOUNDS).
+    schema_limits: dict[str, dict[str, int | None]]
+    fallback: str
+    fallback_max_words: int
+    context_position: str
+    workers: int
+    max_batch: int
 
 
 @register("litseg_lite", config=LitSegLiteConfig)

@@ -34,7 +34,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MethodConfig, UnitResult, register
+from litseg.chunkers.base import (
+    Chunker,
+    ChunkerGroups,
+    MethodConfig,
+    UnitResult,
+    method_settings,
+    register,
+)
 from litseg.chunkers.llm_common import unreachable_result
 from litseg.chunkers.perplexity import sentence_run_chunks
 from litseg.chunkers.spans import span_stats
@@ -130,8 +137,8 @@ def _json_numbers(text: str) -> list[int]:
 class LumberChunker(Chunker):
     def __init__(self, llm: ChatModel, template: Mapping[str, Any], **settings: Any) -> None:
         """``settings`` are fields of :class:`LumberConfig` (``conf/method/lumberchunker.yaml``); one
-        left out takes the config's default, the only one there is."""
-        config = LumberConfig(**{"name": "lumberchunker", **settings, "template": dict(template)})
+        left out is read from that file, its one home (method_settings)."""
+        config = method_settings(LumberConfig, "lumberchunker", {**settings, "template": dict(template)})
         token_budget, granularity, budget_tokenizer = config.token_budget, config.granularity, config.budget_tokenizer
         max_retries, max_new_tokens = config.max_retries, config.max_new_tokens
         for key in ("user", "retry"):
@@ -289,13 +296,13 @@ class LumberConfig(MethodConfig):
     NEEDS: ClassVar[frozenset[str]] = frozenset({"llm"})
 
     template: dict[str, Any]
-    token_budget: int = 550
-    granularity: str = "sentences"
-    budget_tokenizer: str = "auto"
-    max_retries: int = 2
-    max_new_tokens: int = 32
-    constrained: bool = True
-    workers: int = 8
+    token_budget: int
+    granularity: str
+    budget_tokenizer: str
+    max_retries: int
+    max_new_tokens: int
+    constrained: bool
+    workers: int
 
 
 @register("lumberchunker", config=LumberConfig)

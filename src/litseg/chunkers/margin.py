@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, UnitResult, register
+from litseg.chunkers.base import Chunker, ChunkerGroups, UnitResult, method_settings, register
 from litseg.chunkers.perplexity import ScorerConfig, sentence_run_chunks, usage_diagnostics
 from litseg.chunkers.spans import span_stats
 from litseg.segmentation.types import Document, NamedTokenizer, Unit
@@ -53,9 +53,9 @@ class AnswerScorer(Protocol):
 class MarginSamplingChunker(Chunker):
     def __init__(self, scorer: AnswerScorer, template: Mapping[str, Any], **settings: Any) -> None:
         """``settings`` are fields of :class:`MarginConfig` (``conf/method/margin_sampling.yaml``; its
-        model fields are the ``scorer``'s, built by the factory); one left out takes the config's
-        default, the only one there is."""
-        config = MarginConfig(**{"name": "margin_sampling", **settings, "template": dict(template)})
+        model fields are the ``scorer``'s, built by the factory); one left out is read from
+        that file, its one home (method_settings)."""
+        config = method_settings(MarginConfig, "margin_sampling", {**settings, "template": dict(template)})
         threshold, threshold_window, max_chunk_words = config.threshold, config.threshold_window, config.max_chunk_words
         for key in ("user", "split_answer", "keep_answer"):
             if key not in template:
@@ -151,11 +151,11 @@ class MarginConfig(ScorerConfig):
     COMPOSED: ClassVar[frozenset[str]] = frozenset({"template"})
 
     template: dict[str, Any]
-    threshold: float = 0.0
-    dynamic_threshold: bool = True
-    threshold_window: int | None = None
-    max_chunk_words: int | None = None
-    renormalize: bool = False
+    threshold: float
+    dynamic_threshold: bool
+    threshold_window: int | None
+    max_chunk_words: int | None
+    renormalize: bool
 
 
 @register("margin_sampling", config=MarginConfig)

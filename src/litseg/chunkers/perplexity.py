@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MethodConfig, UnitResult, register
+from litseg.chunkers.base import (
+    Chunker,
+    ChunkerGroups,
+    MethodConfig,
+    UnitResult,
+    method_settings,
+    register,
+)
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Chunk, Document, NamedTokenizer, Unit
 from litseg.llm.scoring import CausalLMScorer
@@ -123,9 +130,9 @@ def usage_diagnostics(before: Any, after: Any, started: float) -> dict[str, Any]
 class PerplexityChunker(Chunker):
     def __init__(self, scorer: PieceLossScorer, **settings: Any) -> None:
         """``settings`` are fields of :class:`PerplexityConfig` (``conf/method/perplexity.yaml``; its
-        model fields are the ``scorer``'s, built by the factory); one left out takes the config's
-        default, the only one there is."""
-        config = PerplexityConfig(**{"name": "perplexity", **settings})
+        model fields are the ``scorer``'s, built by the factory); one left out is read from
+        that file, its one home (method_settings)."""
+        config = method_settings(PerplexityConfig, "perplexity", settings)
         threshold, boundary = config.threshold, config.boundary
         context_tokens, window_tokens = config.context_tokens, config.window_tokens
         if boundary not in BOUNDARIES:
@@ -183,12 +190,12 @@ def load_scorer(model: str | None, gguf_file: str | None, dtype: str, device: st
 class ScorerConfig(MethodConfig):
     """The local causal LM a logit-reading chunker scores with (null model: the embedded GGUF)."""
 
-    model: str | None = None
-    gguf_file: str | None = None
-    dtype: str = "auto"
-    device: str = "auto"
-    num_threads: int | None = None
-    model_id: str | None = None
+    model: str | None
+    gguf_file: str | None
+    dtype: str
+    device: str
+    num_threads: int | None
+    model_id: str | None
 
     def scorer(self) -> Any:
         return load_scorer(self.model, self.gguf_file, self.dtype, self.device, self.num_threads, self.model_id)
@@ -198,10 +205,10 @@ class ScorerConfig(MethodConfig):
 class PerplexityConfig(ScorerConfig):
     """conf/method/perplexity.yaml."""
 
-    threshold: float = 0.0
-    boundary: str = "after"
-    context_tokens: int = 256
-    window_tokens: int = 1024
+    threshold: float
+    boundary: str
+    context_tokens: int
+    window_tokens: int
 
 
 @register("perplexity", config=PerplexityConfig)

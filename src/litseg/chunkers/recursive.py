@@ -28,10 +28,17 @@ character for character.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import (
+    Chunker,
+    ChunkerGroups,
+    MethodConfig,
+    UnitResult,
+    method_settings,
+    register,
+)
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 
@@ -62,8 +69,8 @@ class RecursiveChunker(Chunker):
 
     def __init__(self, **settings: Any) -> None:
         """``settings`` are fields of :class:`RecursiveConfig` (``conf/method/recursive.yaml``); one
-        left out takes the config's default, the only one there is."""
-        config = RecursiveConfig(**{"name": "recursive", **settings})
+        left out is read from that file, its one home (method_settings)."""
+        config = method_settings(RecursiveConfig, "recursive", settings)
         chunk_size, chunk_overlap, separators = config.chunk_size, config.chunk_overlap, config.separators
         keep_separator = config.keep_separator
         if chunk_size < 1:
@@ -158,13 +165,12 @@ class RecursiveChunker(Chunker):
 class RecursiveConfig(MethodConfig):
     """conf/method/recursive.yaml."""
 
-    chunk_size: int = 1000
-    chunk_overlap: int = 0
-    separators: list[str] | None = None  # null: DEFAULT_SEPARATORS
-    is_separator_regex: bool | None = None
-    keep_separator: bool | str = "end"
-    unwrap_lines: bool = False  # the sentence-respecting variant for hard-wrapped text
-    merge: MergeOptions | None = field(default_factory=MergeOptions)
+    chunk_size: int
+    chunk_overlap: int
+    separators: list[str] | None  # null: DEFAULT_SEPARATORS
+    is_separator_regex: bool | None
+    keep_separator: bool | str
+    unwrap_lines: bool  # the sentence-respecting variant for hard-wrapped text
 
 
 @register("recursive", config=RecursiveConfig)

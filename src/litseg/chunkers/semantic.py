@@ -22,12 +22,19 @@ the sentence splitter left outside every sentence still lands in a chunk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import (
+    Chunker,
+    ChunkerGroups,
+    MethodConfig,
+    UnitResult,
+    method_settings,
+    register,
+)
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, Unit
 from litseg.embeddings import load_embedder
@@ -108,9 +115,9 @@ class SemanticChunker(Chunker):
 
     def __init__(self, embedder: SentenceEmbedder | None = None, **settings: Any) -> None:
         """``settings`` are fields of :class:`SemanticConfig` (``conf/method/semantic.yaml``); one
-        left out takes the config's default, the only one there is. ``embedder`` replaces the
+        left out is read from that file, its one home (method_settings). ``embedder`` replaces the
         model the settings name (``model``, ``batch_size``), e.g. a test's fake."""
-        config = SemanticConfig(**{"name": "semantic", **settings})
+        config = method_settings(SemanticConfig, "semantic", settings)
         buffer_size, breakpoint_percentile = config.buffer_size, config.breakpoint_percentile
         if buffer_size < 0:
             raise ValueError(f"semantic chunker: buffer_size must be >= 0, got {buffer_size}")
@@ -166,12 +173,11 @@ class SemanticChunker(Chunker):
 class SemanticConfig(MethodConfig):
     """conf/method/semantic.yaml."""
 
-    model: str | None = None  # null: the packaged all-MiniLM-L6-v2
-    buffer_size: int = 1
-    breakpoint_percentile: float = 95.0
-    batch_size: int = 32
-    max_chunk_tokens: int | str | None = "auto"  # auto: the embedder's window less 2; null: no cap
-    merge: MergeOptions | None = field(default_factory=MergeOptions)
+    model: str | None  # null: the packaged all-MiniLM-L6-v2
+    buffer_size: int
+    breakpoint_percentile: float
+    batch_size: int
+    max_chunk_tokens: int | str | None  # auto: the embedder's window less 2; null: no cap
 
 
 @register("semantic", config=SemanticConfig)

@@ -13,10 +13,17 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from litseg.chunkers.base import Chunker, ChunkerGroups, MergeOptions, MethodConfig, UnitResult, register
+from litseg.chunkers.base import (
+    Chunker,
+    ChunkerGroups,
+    MethodConfig,
+    UnitResult,
+    method_settings,
+    register,
+)
 from litseg.chunkers.spans import chunks_from_spans, span_stats, trim_span
 from litseg.segmentation.types import Document, NamedTokenizer, Unit
 
@@ -181,8 +188,8 @@ class TokenChunker(Chunker):
 
     def __init__(self, **settings: Any) -> None:
         """``settings`` are fields of :class:`TokenConfig` (``conf/method/token.yaml``); one left out
-        takes the config's default, the only one there is."""
-        config = TokenConfig(**{"name": "token", **settings})
+        is read from that file, its one home (method_settings)."""
+        config = method_settings(TokenConfig, "token", settings)
         chunk_size, overlap, tokenizer = config.chunk_size, config.overlap, config.tokenizer
         if chunk_size < 1:
             raise ValueError(f"token splitter: chunk_size must be >= 1, got {chunk_size}")
@@ -215,10 +222,9 @@ class TokenChunker(Chunker):
 class TokenConfig(MethodConfig):
     """conf/method/token.yaml."""
 
-    chunk_size: int = 128
-    overlap: int = 0
-    tokenizer: str = "auto"  # auto | whitespace | embedded | a tokenizer.json directory
-    merge: MergeOptions | None = field(default_factory=MergeOptions)
+    chunk_size: int
+    overlap: int
+    tokenizer: str  # auto | whitespace | embedded | a tokenizer.json directory
 
 
 @register("token", config=TokenConfig)

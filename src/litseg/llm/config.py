@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 
 from litseg.llm.backends import available_backends, get_backend
 from litseg.models import resolve_adapter
-from litseg.utils.config import ConfigError, config_schema
+from litseg.utils.config import ConfigError, config_schema, from_dict
 
 
 @dataclass
@@ -58,9 +58,8 @@ class LLMConfig:
         if not backend:
             raise ConfigError(f"{where or 'llm'} config needs a backend; available: {', '.join(available_backends())}")
         schema = getattr(get_backend(str(backend)), "config_class", None)
-        if schema is None:
-            raise ConfigError(f"{where or 'llm'}: backend {backend!r} declares no config_class")
-        return schema
+        # A plug-in backend without a config class takes its settings as keywords, kept as given.
+        return PluginLLMConfig if schema is None else schema
 
     def __post_init__(self) -> None:
         """A section is typed only; its backend checks the values when it is built."""
@@ -293,3 +292,28 @@ class ReplayLLMConfig(LLMConfig):
 
     identity: dict[str, Any] | None = None  # the recorded model; null: the file's only model
     path: str | None = None  # the cache file (default: cache.path)
+
+
+# ------------------------------------------------------------------------------ a plug-in's own keywords
+@dataclass(kw_only=True)
+class PluginLLMConfig(LLMConfig):
+    """A backend without a ``config_class`` (``@register_backend("mine")`` on a class taking keywords,
+    or ``backend: module:attr``): the common part typed, the backend's own settings kept as the
+    mapping given (``options``), handed to it as keyword arguments."""
+
+    options: dict[str, Any]
+
+    @classmethod
+    def __config_build__(cls, data: Mapping[str, Any], where: str) -> PluginLLMConfig:
+        where = where or "llm"
+        cache = data.get("cache")  # a section written in code may leave it out: no cache
+        context_window = data.get("context_window")
+        if context_window is not None and (isinstance(context_window, bool) or not isinstance(context_window, int)):
+            raise ConfigError(f"{where}.context_window: expected an integer, got {context_window!r}")
+        return cls(backend=str(data["backend"]),
+                   cache=from_dict(CacheConfig, cache, f"{where}.cache") if cache is not None else None,
+                   context_window=context_window,
+                   options={k: v for k, v in data.items() if k not in cls.COMMON})
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self.options)

@@ -23,13 +23,13 @@ its settings as keyword arguments.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from litseg.llm.backends import BackendFactory, get_backend
+from litseg.llm.backends import get_backend
 from litseg.llm.base import ChatModel
 from litseg.llm.cache import CachedChatModel, ReplayChatModel
-from litseg.llm.config import CacheConfig, LLMConfig, ReplayLLMConfig
+from litseg.llm.config import CacheConfig, LLMConfig, PluginLLMConfig, ReplayLLMConfig
 from litseg.utils.config import from_dict, to_plain
 
 def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
@@ -46,28 +46,29 @@ def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
     return {"cache": None, **settings}
 
 
-def _plugin(factory: BackendFactory, section: dict[str, Any]) -> tuple[ChatModel, CacheConfig | None]:
-    """A backend without a typed config: the cache is typed, its own settings go as keywords."""
-    cache = section.pop("cache")
-    settings = {k: v for k, v in section.items() if k not in LLMConfig.COMMON}
-    typed_cache = from_dict(CacheConfig, cache, "llm.cache") if cache is not None else None
-    return factory(**settings), typed_cache
+def llm_config_from(config: Any, where: str = "llm") -> LLMConfig | None:
+    """An ``llm`` section as its typed config: the backend's own class (``config_class``), or
+    :class:`~litseg.llm.config.PluginLLMConfig` for a plug-in taking keywords; None for None; an
+    already typed section as it is. The one reader of every llm section (annotate's ``llm``, the
+    judge's, evaluate's generation and judge models, a chunker entry's own)."""
+    if config is None or isinstance(config, LLMConfig):
+        return config
+    return from_dict(LLMConfig, _section(config), where)
 
 
-def build_llm(config: Mapping[str, Any] | Any) -> ChatModel:
-    """The chat model a config describes, wrapped in the response cache when ``cache.enabled``."""
-    section = _section(config)
-    backend = section.get("backend")
-    factory = get_backend(str(backend)) if backend else None
-    if factory is not None and getattr(factory, "config_class", None) is None:
-        model, cache = _plugin(factory, section)
-    else:
-        typed = from_dict(LLMConfig, section, "llm")
-        model = factory.from_config(typed)  # type: ignore[union-attr]
-        if isinstance(typed, ReplayLLMConfig):  # the cache file is the model
-            return model
-        cache = typed.cache
-    return with_cache(model, cache)
+def build_llm(config: Mapping[str, Any] | LLMConfig) -> ChatModel:
+    """The chat model a config (a section or its typed config) describes, wrapped in the response
+    cache when ``cache.enabled``."""
+    typed = llm_config_from(config)
+    if typed is None:
+        raise TypeError("llm config must be a mapping, got NoneType")
+    factory = get_backend(typed.backend)
+    if isinstance(typed, PluginLLMConfig):
+        return with_cache(factory(**typed.settings()), typed.cache)
+    model = factory.from_config(typed)  # type: ignore[attr-defined]
+    if isinstance(typed, ReplayLLMConfig):  # the cache file is the model
+        return model
+    return with_cache(model, typed.cache)
 
 
 def with_cache(model: ChatModel, cache: CacheConfig | None) -> ChatModel:

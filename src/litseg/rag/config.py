@@ -4,9 +4,9 @@ config group it composes (``suite``, ``retrieval``, ``chunkers``), built with
 
 Defaults live in the YAML. A config given from Python (tests, notebooks) may leave sections or
 keys out: :func:`complete_config` fills them from the composed ``conf/evaluate.yaml`` (Hydra's
-own composition), so the code holds no second copy of a default. The few defaults kept here
-(retrieval sub-sections, used when a component is built on its own) equal the YAML;
-``tests/config/test_config_schemas.py`` and ``tests/rag/test_evaluate_config.py`` check that.
+own composition), and a retrieval component built on its own from a mapping fills its section
+from ``conf/retrieval/hybrid.yaml`` (:func:`retrieval_part`), so the code holds no second copy of
+a default (``tests/config/test_config_schemas.py`` checks).
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from litseg.chunkers.groups import (
     FeedbackConfig,
-    PreprocessConfig,
     PromptConfig,
     RagAnswerPrompt,
     RagJudgePrompt,
     RagRerankPrompt,
 )
+from litseg.llm.config import LLMConfig
+from litseg.segmentation.config import PreprocessConfig
+from litseg.llm.factory import llm_config_from
 from litseg.utils.tracking import LoggerConfig
-from litseg.utils.config import config_schema, from_dict, to_plain
+from litseg.utils.config import config_schema, from_dict, shipped_option, to_plain
 from litseg.utils.locations import checkout_root, config_dir
 
 DEFAULT_CONF_DIR = config_dir()
@@ -36,6 +38,7 @@ DEFAULT_CONF_DIR = config_dir()
 #: checkout; none for an installed package, whose suites read ``shared_dir`` ($LITSEG_SHARED_DIR).
 DATA_BASE_DIRS: tuple[Path, ...] = tuple(root for root in (checkout_root(),) if root is not None)
 TextField = Literal["main_text", "text"]
+T = TypeVar("T")
 
 
 # ==================================================================================== suite
@@ -57,50 +60,56 @@ class SuiteConfig:
 
 
 # ================================================================================ retrieval
+#: The retrieval option whose sub-sections a component built on its own from a partial mapping
+#: completes its settings from (:func:`retrieval_part`): evaluate.yaml's default.
+RETRIEVAL_HOME = "hybrid"
+
+
 @dataclass(frozen=True)
 class EmbedderConfig:
-    model: str = "default"
-    query_prefix: str = ""
-    passage_prefix: str = ""
-    batch_size: int = 32
-    device: str | None = None
-    dimension: int | None = None  # hashing embedder only (else the model's own)
+    model: str
+    query_prefix: str
+    passage_prefix: str
+    batch_size: int
+    device: str | None
+    dimension: int | None = None  # hashing embedder only (else the model's own); no YAML writes it
 
 
 @dataclass(frozen=True)
 class BM25Config:
-    k1: float = 1.5
-    b: float = 0.75
-    method: str = "lucene"
-    stopwords: str | list[str] | None = "en"
-    stemmer: str | None = "english"
-    idf_scope: Literal["book", "corpus"] = "book"
+    k1: float
+    b: float
+    method: str
+    stopwords: str | list[str] | None
+    stemmer: str | None
+    idf_scope: Literal["book", "corpus"]
 
 
 @dataclass(frozen=True)
 class StoreConfig:
     """``retrieval.store``: ``backend`` names a registered vector store (litseg.rag.stores)."""
 
-    backend: str = "qdrant"
-    location: str = ":memory:"
-    api_key_env: str | None = "QDRANT_API_KEY"
-    prefer_grpc: bool = False
-    timeout_s: float = 60.0
-    upsert_batch: int = 256
-    search_batch: int = 64
-    on_disk: bool = False
-    collection_prefix: str = "litseg"
-    partition: Literal["none", "book"] = "none"
+    backend: str
+    location: str
+    api_key_env: str | None
+    prefer_grpc: bool
+    timeout_s: float
+    upsert_batch: int
+    search_batch: int
+    on_disk: bool
+    collection_prefix: str
+    partition: Literal["none", "book"]
 
 
 @dataclass(frozen=True)
 class RerankConfig:
-    kind: Literal["none", "cross_encoder", "llm"] = "none"
-    top_n: int = 20
-    model: str | None = None
-    batch_size: int = 32
-    max_chars: int = 4000
-    constrained: bool = True
+    kind: Literal["none", "cross_encoder", "llm"]
+    top_n: int
+    model: str | None
+    batch_size: int
+    max_chars: int
+    constrained: bool
+    # Not written by the YAML: the cross-encoder's own window and device unless set.
     max_length: int | None = 512
     device: str | None = None
     prompt: RagRerankPrompt | None = None  # conf/prompt/rag_rerank.yaml (kind=llm)
@@ -109,18 +118,29 @@ class RerankConfig:
 @config_schema("retrieval", entry="evaluate", default_option="hybrid")
 @dataclass(frozen=True)
 class RetrievalConfig:
-    """``conf/retrieval/*.yaml``. The sub-sections are required here (the YAML gives them)."""
+    """``conf/retrieval/*.yaml``: every value is written there (conf/retrieval/hybrid.yaml, which
+    the other options build on)."""
 
     embedder: EmbedderConfig
     bm25: BM25Config
     store: StoreConfig
     rerank: RerankConfig
-    mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
-    fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: float = 60.0
-    dense_weight: float = 1.0
-    sparse_weight: float = 1.0
-    candidates: int | None = 100
+    mode: Literal["hybrid", "dense", "sparse"]
+    fusion: Literal["rrf", "weighted"]
+    rrf_k: float
+    dense_weight: float
+    sparse_weight: float
+    candidates: int | None
+
+
+def retrieval_part(schema: type[T], key: str, cfg: Any) -> T:
+    """A retrieval sub-section (``embedder``, ``bm25``, ``store``, ``rerank``) as ``schema``: as given
+    when typed, else the given keys over ``conf/retrieval/hybrid.yaml``'s section, their one home
+    (a component built on its own from Python: tests, notebooks)."""
+    if isinstance(cfg, schema):
+        return cfg
+    given = dict(to_plain(cfg) or {})
+    return from_dict(schema, {**shipped_option("retrieval", RETRIEVAL_HOME, key), **given}, f"retrieval.{key}")
 
 
 # ======================================================================= the other sections
@@ -152,7 +172,7 @@ class GenerationConfig:
     max_questions: int | None
     max_tokens: int
     batch_size: int
-    llm: dict[str, Any] | None = None  # composed from llm@generation.llm
+    llm: LLMConfig | None = None  # composed from llm@generation.llm
     prompt: RagAnswerPrompt | None = None
 
 
@@ -162,7 +182,7 @@ class JudgeConfig:
     max_tokens: int
     batch_size: int
     constrained: bool
-    llm: dict[str, Any] | None = None  # composed from llm@judge.llm
+    llm: LLMConfig | None = None  # composed from llm@judge.llm
     prompt: RagJudgePrompt | None = None
 
 
@@ -223,7 +243,7 @@ class EvaluateConfig:
     # `chunkers=[]` composes no chunkers at all (students or chunk_files only).
     chunkers: ChunkerEntries = None
     # Groups typed by their own schemas (conf/llm, prompt, feedback, preprocess, logger).
-    llm: dict[str, Any] | None = None
+    llm: LLMConfig | None = None
     prompt: PromptConfig | None = None
     feedback: FeedbackConfig | None = None
     preprocess: PreprocessConfig | None = None
@@ -307,7 +327,7 @@ def _default_sections(conf_dir: str) -> dict[str, Any]:
 
 
 #: Sections whose value a Python caller gives whole (not laid over the YAML's).
-_WHOLE = ("suite", "chunkers", "llm", "prompt", "feedback", "logger")
+_WHOLE = ("suite", "chunkers", "llm", "prompt", "feedback")
 #: Config groups placed inside sections: a given one replaces the default one.
 _WHOLE_INSIDE = ("generation.llm", "generation.prompt", "judge.llm", "judge.prompt", "retrieval.rerank.prompt")
 
@@ -340,9 +360,21 @@ def complete_config(cfg: Any, conf_dir: Path = DEFAULT_CONF_DIR) -> dict[str, An
     return OmegaConf.to_container(OmegaConf.create(merged), resolve=True)  # type: ignore[return-value]
 
 
+#: Where an evaluate config holds llm sections (each typed by llm_config_from).
+LLM_SECTIONS = (("llm",), ("generation", "llm"), ("judge", "llm"))
+
+
 def evaluate_config(cfg: Any, conf_dir: Path = DEFAULT_CONF_DIR) -> EvaluateConfig:
-    """The typed whole of a run's config (see :func:`complete_config`)."""
-    return from_dict(EvaluateConfig, complete_config(cfg, conf_dir))
+    """The typed whole of a run's config (see :func:`complete_config`), its llm sections typed
+    by :func:`~litseg.llm.factory.llm_config_from` (a section written in code may leave out
+    its cache)."""
+    data = complete_config(cfg, conf_dir)
+    for *parents, key in LLM_SECTIONS:
+        node = data
+        for part in parents:
+            node = node[part]
+        node[key] = llm_config_from(node[key], ".".join((*parents, key)))
+    return from_dict(EvaluateConfig, data)
 
 
 def method_config(name: str, conf_dir: Path = DEFAULT_CONF_DIR) -> dict[str, Any]:

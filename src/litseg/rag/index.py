@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from litseg.embeddings import load_embedder
-from litseg.rag.config import BM25Config, EmbedderConfig
-from litseg.utils.config import ConfigError, from_dict
+from litseg.rag.config import BM25Config, EmbedderConfig, retrieval_part
+from litseg.utils.config import ConfigError
 
 if TYPE_CHECKING:
     from litseg.rag.stores import VectorStore
@@ -188,8 +188,7 @@ def build_dense_encoder(cfg: "EmbedderConfig | Mapping[str, Any]") -> DenseEncod
     """From the ``retrieval.embedder`` config: ``model`` (``default`` = packaged MiniLM, a
     sentence-transformers directory, or ``hashing`` / ``hashing-<dim>``), ``query_prefix``,
     ``passage_prefix``, ``batch_size``, ``device`` (a mapping takes the YAML's defaults)."""
-    if not isinstance(cfg, EmbedderConfig):
-        cfg = from_dict(EmbedderConfig, cfg, "retrieval.embedder")
+    cfg = retrieval_part(EmbedderConfig, "embedder", cfg)
     model: TextEmbedder
     if cfg.model.startswith("hashing"):
         dim = int(cfg.model.split("-", 1)[1]) if "-" in cfg.model else cfg.dimension
@@ -316,8 +315,7 @@ def _load_stemmer(name: str | None) -> Any:
 
 def build_bm25_encoder(cfg: "BM25Config | Mapping[str, Any]") -> BM25Encoder:
     """From the ``retrieval.bm25`` config (a mapping takes the YAML's defaults)."""
-    if not isinstance(cfg, BM25Config):
-        cfg = from_dict(BM25Config, cfg, "retrieval.bm25")
+    cfg = retrieval_part(BM25Config, "bm25", cfg)
     return BM25Encoder(k1=cfg.k1, b=cfg.b, method=cfg.method, stopwords=cfg.stopwords, stemmer=cfg.stemmer,
                        idf_scope=cfg.idf_scope)
 

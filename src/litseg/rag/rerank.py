@@ -21,8 +21,7 @@ from litseg.chunkers.groups import RagRerankPrompt
 from litseg.llm.base import ChatModel, ChatRequest, Completion
 from litseg.rag.replies import MISSING, json_field
 from litseg.rag.retrieve import Retrieved
-from litseg.rag.config import RerankConfig
-from litseg.utils.config import from_dict
+from litseg.rag.config import RerankConfig, retrieval_part
 
 
 class Reranker:
@@ -181,8 +180,7 @@ def build_reranker(cfg: "RerankConfig | Mapping[str, Any] | None", *, llm_factor
     shown); a mapping takes the YAML's defaults. ``llm_factory()`` builds the model for
     ``kind: llm`` (the judge model) and ``prompt`` is the reranker prompt
     (``conf/prompt/rag_rerank.yaml``; default: ``cfg.prompt``)."""
-    if not isinstance(cfg, RerankConfig):
-        cfg = from_dict(RerankConfig, cfg, "retrieval.rerank")
+    cfg = retrieval_part(RerankConfig, "rerank", cfg)
     prompt = prompt if prompt is not None else cfg.prompt
     if cfg.kind == "none":
         return Reranker(cfg.top_n)

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from litseg.segmentation.config import PreprocessConfig, default_preprocess
 from litseg.segmentation.reading import ReadFailure, iter_input_paths, read_document
 from litseg.segmentation.types import Document, Sentence, Unit
 from litseg.segmentation.units import (
@@ -27,34 +28,37 @@ log = logging.getLogger(__name__)
 
 def prepare_document(
     path_or_doc: str | Path | Document,
+    preprocess: PreprocessConfig | None = None,
     *,
-    max_words: int = 2000,
-    max_sentence_words: int = 120,
-    keep_front_matter: bool = False,
-    index_matter: bool = True,
+    max_words: int | None = None,
     book_id: str | None = None,
 ) -> Document:
     """Read (unless given a Document), strip, find units under ``max_words`` words (with the
-    matter readers ask about as units of its own, ``index_matter``; see
+    matter readers ask about as units of its own, ``preprocess.index_matter``; see
     :func:`~litseg.segmentation.units.find_units`) and index their sentences (at most
-    ``max_sentence_words`` words each). Returns the document with ``units`` filled in; a
-    Document passed in is updated in place."""
+    ``preprocess.max_sentence_words`` words each). ``preprocess`` is the typed preprocess group
+    (None: :func:`~litseg.segmentation.config.default_preprocess`, conf/preprocess/default.yaml);
+    ``max_words`` replaces its ``max_words`` (a run's resolved cap when that says ``auto``).
+    Returns the document with ``units`` filled in; a Document passed in is updated in place."""
+    settings = preprocess if preprocess is not None else default_preprocess()
     if isinstance(path_or_doc, Document):
         doc = path_or_doc
         if book_id:
             doc.book_id = book_id
     else:
         doc = read_document(path_or_doc, book_id=book_id)
-    units = find_units(doc, max_words=max_words, keep_front_matter=keep_front_matter, index_matter=index_matter)
+    cap = max_words if max_words is not None else settings.fixed_words()
+    units = find_units(doc, max_words=cap, keep_front_matter=settings.keep_front_matter,
+                       index_matter=settings.index_matter)
     for unit in units:
-        unit.sentences = index_sentences(doc.text, unit, max_sentence_words=max_sentence_words)
+        unit.sentences = index_sentences(doc.text, unit, max_sentence_words=settings.max_sentence_words)
     doc.units = units
     return doc
 
 
-def index_sentences(text: str, unit: Unit, *, max_sentence_words: int | None = 120) -> list[Sentence]:
+def index_sentences(text: str, unit: Unit, *, max_sentence_words: int | None) -> list[Sentence]:
     """1-based sentences of a unit, offsets into ``text``. Overlong sentences are cut at line
-    breaks or between words when the sentence splitter does not do it itself."""
+    breaks or between words when the sentence splitter does not do it itself (None: no cap)."""
     spans = sentence_spans(text, unit.start, unit.end, max_sentence_words)
     if max_sentence_words is not None and not splitter_caps_sentences():
         capped: list[tuple[int, int]] = []

@@ -190,7 +190,7 @@ def segment_with_retries(
     max_fallback_words: int,
     extract_segments: Callable[[BaseModel], list[Segment]] = answer_segments,
     fallback: str,
-    max_retries: int = 2,
+    max_retries: int,
     feedback: Callable[[Sequence[ValidationIssue], int], str] = feedback_message,
     limits: SchemaLimits | None = None,
 ) -> SegmentationOutcome:

@@ -34,8 +34,7 @@ def count_words(text: str, start: int = 0, end: int | None = None) -> int:
     return len(text[start:end].split())
 
 
-def find_units(doc: Document, *, max_words: int = 2000, keep_front_matter: bool = False,
-               index_matter: bool = True) -> list[Unit]:
+def find_units(doc: Document, *, max_words: int, keep_front_matter: bool, index_matter: bool) -> list[Unit]:
     """Top-level narrative units of ``doc``, split under ``max_words`` words, and (with
     ``index_matter``) units made of the front and back matter readers ask about.
 
@@ -62,7 +61,7 @@ def find_units(doc: Document, *, max_words: int = 2000, keep_front_matter: bool 
                                 index_matter=index_matter)
 
 
-def indexed_matter(span: MatterSpan, *, keep_front_matter: bool = False, index_matter: bool = True) -> bool:
+def indexed_matter(span: MatterSpan, *, keep_front_matter: bool, index_matter: bool) -> bool:
     """Does this matter span become a unit under these settings?"""
     if span.reason in NEVER_INDEXED:
         return False
@@ -71,8 +70,8 @@ def indexed_matter(span: MatterSpan, *, keep_front_matter: bool = False, index_m
     return index_matter and span.reason in INDEXED_MATTER
 
 
-def units_from_structure(doc: Document, structure: Structure, *, max_words: int = 2000,
-                         keep_front_matter: bool = False, index_matter: bool = True) -> list[Unit]:
+def units_from_structure(doc: Document, structure: Structure, *, max_words: int, keep_front_matter: bool,
+                         index_matter: bool) -> list[Unit]:
     """The second half of :func:`find_units`: set the body bounds and the matter spans from an
     analysed structure and build capped units from its segments (and its indexed matter)."""
     body_start, body_end = structure.body_start, structure.body_end

@@ -7,7 +7,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from litseg.chunkers.groups import FeedbackConfig, PreprocessConfig, PromptConfig
+from litseg.chunkers.groups import FeedbackConfig, PromptConfig
+from litseg.segmentation.config import PreprocessConfig
 from litseg.rag.config import DEFAULT_CONF_DIR
 from litseg.utils.config import from_dict
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from litseg.chunkers.groups import JudgePrompt, SinglePassPrompt, WriterPrompt
+from litseg.llm.config import LLMConfig
+from litseg.llm.factory import llm_config_from
 from litseg.utils.config import ConfigError, config_schema, from_dict, to_plain
 from litseg.utils.tracking import LoggerConfig
 
@@ -38,18 +40,18 @@ class ModelConfig:
     setting ``model.named: true``; a path other than ``embedded`` names a model too.
     """
 
-    name: str = "smollm2-135m"
-    path: str = "embedded"
-    named: bool = True
-    tokenizer: str | None = None
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16 (auto: bf16 on a bf16 GPU, else fp32)
-    attn_implementation: str | None = None  # e.g. flash_attention_2, sdpa
-    trust_remote_code: bool = False
-    gradient_checkpointing: bool = False
+    name: str
+    path: str
+    named: bool
+    tokenizer: str | None
+    dtype: str  # auto | float32 | bfloat16 | float16 (auto: bf16 on a bf16 GPU, else fp32)
+    attn_implementation: str | None  # e.g. flash_attention_2, sdpa
+    trust_remote_code: bool
+    gradient_checkpointing: bool
     # bf16 autocast when training on a CPU: auto = when the CPU has native bf16 (AVX512-BF16 / AMX);
     # about 3x faster than fp32 for SmolLM2-135M + LoRA here (docs/training.md).
-    cpu_bf16: str = "auto"  # auto | true | false
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    cpu_bf16: str  # auto | true | false
+    chat_template_kwargs: dict[str, Any]
 
 
 @config_schema("peft", entry="train", default_option="lora")
@@ -57,17 +59,17 @@ class ModelConfig:
 class PeftConfig:
     """LoRA settings (peft.LoraConfig). ``enabled: false`` trains the full model."""
 
-    enabled: bool = True
-    r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    target_modules: Any = "all-linear"  # "all-linear" or a list of module names
-    bias: str = "none"
-    use_rslora: bool = False
-    modules_to_save: list[str] | None = None
+    enabled: bool
+    r: int
+    lora_alpha: int
+    lora_dropout: float
+    target_modules: Any  # "all-linear" or a list of module names
+    bias: str
+    use_rslora: bool
+    modules_to_save: list[str] | None
     # LoRA on these decoder layers only (null: all). Gradients then stop at the lowest of them, so a
     # CPU step skips the backward pass through the layers below.
-    layers_to_transform: list[int] | None = None
+    layers_to_transform: list[int] | None
 
 
 @dataclass
@@ -217,17 +219,17 @@ class OutputConfig:
 class TrainConfig:
     experiment_name: str = "default"
     seed: int = 42
-    model: ModelConfig = field(default_factory=ModelConfig)
-    peft: PeftConfig = field(default_factory=PeftConfig)
+    model: ModelConfig = field(kw_only=True)  # conf/model holds every value
+    peft: PeftConfig = field(kw_only=True)  # conf/peft holds every value
     data: DataConfig = field(default_factory=DataConfig)
     stage: StageConfig = field(kw_only=True)  # conf/stage holds every value
     rewards: dict[str, RewardSpec] = field(default_factory=dict)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    logger: LoggerConfig = field(kw_only=True)  # conf/logger holds every value
     eval: EvalConfig = field(default_factory=EvalConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     # The segmentation prompt (conf/prompt): single-pass, or the tagger's writer.
     prompt: SinglePassPrompt | WriterPrompt | None = None
-    judge_llm: dict[str, Any] = field(default_factory=dict)  # the judge model (an llm config, conf/llm)
+    judge_llm: LLMConfig | None = None  # the judge model (conf/judge_llm, typed by llm_config_from)
     judge: JudgePrompt | None = None  # the judge rubric (conf/prompt/judge.yaml)
 
     def __post_init__(self) -> None:
@@ -257,6 +259,8 @@ def train_config_from(cfg: Any) -> TrainConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"train config must be a mapping, got {type(data).__name__}")
     data = {k: v for k, v in data.items() if k not in _NON_SETTINGS}
+    if "judge_llm" in data:
+        data["judge_llm"] = llm_config_from(data["judge_llm"] or None, "judge_llm")
     config = from_dict(TrainConfig, data)
     for name, spec in config.rewards.items():
         if not spec.function:

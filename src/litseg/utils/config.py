@@ -6,15 +6,21 @@ rejecting unknown keys with their dotted path and checking scalar types, so a mi
 fails at once instead of being ignored. ``tests/config/test_config_schemas.py`` composes every YAML file of
 every group and validates it against its schema. A default has one home, the group's YAML (where a
 user reads and changes it): a schema field has none, and the same test fails when a YAML writes a
-value that a code default already gives (docs/extending.md, "One home for every default").
+value that a code default already gives (docs/extending.md, "One home for every default"; the few
+schemas that keep such defaults are listed there with their reasons). Code that builds a schema
+object from Python with only some settings completes them from the shipped YAML
+(:func:`shipped_option`). :func:`from_dict` returns an object already typed as it is, so a section
+is read once, where the config is read, and reaches the code as its schema object.
 
 Pure Python (omegaconf is imported lazily for DictConfig inputs): no torch, no Hydra.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from litseg.errors import SetupError
+from litseg.utils.locations import config_dir
 
 T = TypeVar("T")
 
@@ -133,13 +140,20 @@ def schema_for(cls: type[T], data: Mapping[str, Any], where: str = "") -> type[T
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     """``cls(**data)`` for a dataclass, recursively, with unknown keys and bad types rejected.
     A class with a ``__config_dispatch__`` hook first picks the class that types ``data``
-    (:func:`schema_for`)."""
+    (:func:`schema_for`); one with a ``__config_build__(data, where)`` classmethod builds itself
+    (a section whose keys belong to a plug-in, e.g. :class:`~litseg.llm.config.PluginLLMConfig`).
+    An object already of ``cls`` (typed by an earlier reader) is returned as it is."""
+    if isinstance(data, cls) and dataclasses.is_dataclass(data):
+        return data
     data = to_plain(data)
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
     cls = schema_for(cls, data, where)
+    build = getattr(cls, "__config_build__", None)
+    if build is not None:
+        return build(data, where)  # type: ignore[no-any-return]
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - names)
@@ -155,6 +169,43 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where or cls.__name__}: {exc}") from exc
+
+
+def shipped_option(group: str, option: str, key: str = "") -> dict[str, Any]:
+    """``conf/<group>/<option>.yaml`` of the configs this package reads
+    (:func:`~litseg.utils.locations.config_dir`) as a plain dict, or its section at the dotted
+    ``key``: the one home of those defaults, for code that builds a schema object from Python with
+    only some settings given (:func:`~litseg.chunkers.build.build_chunker`, a chunker's constructor,
+    a retrieval component built on its own). A same-group option it builds on (``defaults:
+    [hybrid]``) lies under it; groups composed from elsewhere (``/prompt@template``) are left out,
+    and interpolations are not resolved. Empty when the file does not exist (a plug-in of another package has no YAML here)."""
+    data = _shipped_yaml(group, option)
+    for part in key.split(".") if key else ():
+        data = data.get(part) or {}
+    return copy.deepcopy(dict(data))
+
+
+@functools.cache
+def _shipped_yaml(group: str, option: str) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    path = config_dir() / group / f"{option}.yaml"
+    if not path.is_file():
+        return {}
+    data = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    assert isinstance(data, dict)
+    merged: dict[str, Any] = {}
+    for base in data.pop("defaults", []):
+        if isinstance(base, str) and base != "_self_":
+            merged = _deep_merge(merged, _shipped_yaml(group, base))
+    return _deep_merge(merged, data)
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
 
 
 def section_dict(obj: Any) -> Any:

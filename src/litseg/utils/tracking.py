@@ -6,7 +6,7 @@ nothing of W&B: the loggers that use them import it when a run starts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from litseg.utils.config import config_schema
 
@@ -16,10 +16,10 @@ from litseg.utils.config import config_schema
 class LoggerConfig:
     """Experiment tracking. ``backend: none`` keeps metrics in the run directory only."""
 
-    backend: str = "none"  # none | wandb
-    project: str = "litseg"
-    entity: str | None = None
-    group: str | None = None  # W&B group (e.g. the sweep or ablation grid)
-    tags: list[str] = field(default_factory=list)
-    mode: str = "auto"  # auto (offline without WANDB_API_KEY) | online | offline | disabled
-    log_model: bool = False
+    backend: str  # none | wandb
+    project: str
+    entity: str | None
+    group: str | None  # W&B group (e.g. the sweep or ablation grid)
+    tags: list[str]
+    mode: str  # auto (offline without WANDB_API_KEY) | online | offline | disabled
+    log_model: bool

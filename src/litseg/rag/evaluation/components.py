@@ -3,6 +3,7 @@ retrieval fusion, reranker, generator, judge, answer context), built from the ty
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -75,9 +76,9 @@ def _llm_cache() -> Any:
     built: dict[str, Any] = {}
 
     def llm_of(section: Any) -> Any:
-        if not section.llm:
+        if section.llm is None:
             raise ValueError("an llm config is needed here (llm@generation.llm=... / llm@judge.llm=...)")
-        key = json.dumps(section.llm, sort_keys=True, default=str)
+        key = json.dumps(dataclasses.asdict(section.llm), sort_keys=True, default=str)
         if key not in built:
             built[key] = build_llm(section.llm)
             built[key].check()  # fail fast, in one line, when the model or server is not there

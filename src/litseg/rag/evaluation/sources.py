@@ -22,7 +22,8 @@ from litseg.rag.benchmarks.records import Benchmark, BenchmarkBook
 from litseg.segmentation.types import Chunk, Document
 from litseg.utils.config import ConfigError, to_plain
 from litseg.chunkers.build import build_chunker_from_config
-from litseg.chunkers.groups import PreprocessConfig
+from litseg.llm.factory import llm_config_from
+from litseg.segmentation.config import PreprocessConfig
 from litseg.chunkers.spans import overlapping_sentences
 from litseg.rag.derived_chunks import expand_derived
 from litseg.rag.evaluation.chunk_files import load_chunkset
@@ -206,6 +207,8 @@ def annotated_chunkset(spec: ChunkerSpec, bench: Benchmark, docs: Mapping[str, D
     # untrained model in one table); otherwise it reads the run's llm / prompt / feedback groups.
     method = dict(spec.method)
     own = {k: method.pop(k) for k in OWN_GROUPS if method.get(k) is not None}
+    if "llm" in own:  # the entry's own llm section, typed as the run's is
+        own["llm"] = llm_config_from(own["llm"], f"chunkers.{spec.label}.llm")
     groups = {**dict(runs.groups), **own}
     chunker = build_chunker_from_config(method, **groups)
     folder = runs.folder(spec.label)

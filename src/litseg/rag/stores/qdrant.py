@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from litseg.rag.stores import STORES
-from litseg.rag.config import StoreConfig
-from litseg.utils.config import from_dict
+from litseg.rag.config import StoreConfig, retrieval_part
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +69,12 @@ class QdrantStore:
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "QdrantStore":
         """From the ``retrieval.store`` config (keys of :class:`~litseg.rag.config.StoreConfig`;
-        those not given take its defaults, which equal ``conf/retrieval/hybrid.yaml``)."""
+        those not given are read from ``conf/retrieval/hybrid.yaml``)."""
         known = {f.name for f in dataclasses.fields(StoreConfig)}
         unknown = sorted(set(cfg) - known)
         if unknown:
             raise ValueError(f"retrieval.store: unknown key(s) {unknown}; known: {sorted(known)}")
-        settings = from_dict(StoreConfig, cfg, "retrieval.store")
+        settings = retrieval_part(StoreConfig, "store", cfg)
         if not settings.backend.startswith("qdrant"):
             raise ValueError(f"retrieval.store.backend: {settings.backend!r} is not a Qdrant store")
         return cls.from_settings(settings)

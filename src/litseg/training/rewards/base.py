@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from litseg.chunkers.groups import JudgePrompt
+from litseg.llm.config import LLMConfig
 from litseg.utils.registry import Registry
 
 RewardFn = Callable[..., list[float]]
@@ -23,7 +24,7 @@ class RewardContext:
     """What reward factories may need besides their own params."""
 
     judge_rubric: JudgePrompt | None = None
-    judge_llm: Mapping[str, Any] | None = None
+    judge_llm: LLMConfig | None = None  # conf/judge_llm, typed
 
 
 RewardFactory = Callable[[str, Mapping[str, Any], RewardContext], RewardFn]

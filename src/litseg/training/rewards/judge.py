@@ -22,7 +22,7 @@ from litseg.segmentation.schema import Segment, get_schema
 from litseg.segmentation.validation import is_valid
 from litseg.training.rewards.base import REWARDS, RewardContext, RewardFn, column, log_metric, completion_text
 from litseg.llm.base import ChatRequest, Completion
-from litseg.llm.factory import build_llm
+from litseg.llm.factory import build_llm, llm_config_from
 from litseg.utils.config import from_dict
 
 log = logging.getLogger(__name__)
@@ -396,7 +396,9 @@ class NarratologicalJudgeReward:
 @REWARDS.register("judge")
 def judge_factory(name: str, params: Mapping[str, Any], context: RewardContext) -> RewardFn:
     settings = dict(params)
-    llm = settings.pop("llm", None) or context.judge_llm
+    # An llm given in the reward's params is a composed section too, typed like judge_llm.
+    own_llm = settings.pop("llm", None)
+    llm = llm_config_from(own_llm, f"rewards.{name}.params.llm") if own_llm else context.judge_llm
     # A rubric given in the reward's params is a composed section, read here by its schema.
     own = settings.pop("rubric", None)
     rubric = from_dict(PromptConfig, own, f"rewards.{name}.params.rubric") if own else context.judge_rubric
