@@ -26,7 +26,7 @@ from litseg.rag.evaluation.sources import (ChunkerRuns, benchmark_sources, build
                                            resolve_chunkers)
 from litseg.rag.stats import few_books_warning
 from litseg.segmentation.types import Document
-from litseg.utils.config import from_dict, to_plain
+from litseg.utils.config import from_dict
 from litseg.rag.ablations import find_student_runs, student_chunkers, write_ablation_table
 from litseg.rag.derived_chunks import ChunkSetBuilder
 from litseg.rag.report import main_table, markdown_table, write_report
@@ -197,8 +197,9 @@ def evaluate_task(cfg: Any, out_dir: Path | None = None) -> RunResult:
     """What ``evaluate.py`` runs: the evaluation (or the text export) in the task shell, a printed
     summary, and the objective for sweepers (NaN, with a warning, when the run did not produce it;
     NaN when a chunker's units or books failed, which is :data:`~litseg.run_result.FAILED_EXIT`)."""
-    if cfg.get("export_texts"):
-        return RunResult(metric=float(_export(cfg)), run_dir=str(cfg.export_texts))
+    settings = evaluate_config(cfg)
+    if settings.export_texts:
+        return RunResult(metric=float(_export(settings)), run_dir=settings.export_texts)
     task = start_task("evaluate", cfg, out_dir, fallback="outputs/evaluate")
     result = run_evaluation(cfg, task.run_dir)
     head, rows = main_table(result)
@@ -207,7 +208,7 @@ def evaluate_task(cfg: Any, out_dir: Path | None = None) -> RunResult:
     if few:
         print(f"warning: {few}")
     print(f"wall time {result.wall_seconds:.0f} s; report: {task.run_dir / 'results.md'}")
-    objective = evaluate_config(cfg).objective
+    objective = settings.objective
     value = result.metric(objective.metric, objective.chunker) if objective.metric else math.nan
     if objective.metric and math.isnan(value):
         log.warning("objective %s was not computed in this run (no gold evidence, or generation/judge off); "
@@ -230,10 +231,11 @@ def _report_failures(failed: Mapping[str, Any]) -> None:
               "hydra.run.dir to try them again", file=sys.stderr, flush=True)
 
 
-def _export(cfg: Any) -> int:
-    bench = load_suite(to_plain(cfg.suite))
-    paths = export_texts(bench, Path(str(cfg.export_texts)))
-    print(f"wrote {len(paths)} book texts of {bench.name} to {cfg.export_texts}; chunk them with\n"
-          f"  python annotate.py input='{cfg.export_texts}/*.txt' method=NAME hydra.run.dir=RUN\n"
-          f"and evaluate with  python evaluate.py suite={cfg.suite.name} '+chunkers.NAME={{chunks: RUN}}'")
+def _export(settings: EvaluateConfig) -> int:
+    out = settings.export_texts
+    bench = load_suite(settings.suite)
+    paths = export_texts(bench, Path(out))
+    print(f"wrote {len(paths)} book texts of {bench.name} to {out}; chunk them with\n"
+          f"  python annotate.py input='{out}/*.txt' method=NAME hydra.run.dir=RUN\n"
+          f"and evaluate with  python evaluate.py suite={settings.suite.name} '+chunkers.NAME={{chunks: RUN}}'")
     return len(paths)
