@@ -403,10 +403,11 @@ def _zero(stage: int) -> tuple[Callable[..., str], Callable[..., str]]:
 
 
 def _vllm_dry(work: Path, judge: Any) -> str:
-    from litseg.llm.config import VLLMBackendConfig
+    from litseg.llm.config import VLLMBackendConfig, backend_settings
 
     rank = json.loads((STUDENT / "adapter_config.json").read_text())["r"]
-    kwargs = VLLMBackendConfig(model="embedded", adapter=str(STUDENT), **VLLM_SETTINGS).llm_kwargs()
+    given = {"model": "embedded", "adapter": str(STUDENT), **VLLM_SETTINGS}
+    kwargs = backend_settings(VLLMBackendConfig, "vllm", given).llm_kwargs()  # the rest: conf/llm/vllm.yaml
     if not kwargs.get("enable_lora") or rank > kwargs["max_lora_rank"]:
         raise CheckFailed(f"engine arguments {kwargs} do not fit the adapter (r={rank})")
     return f"engine arguments fit the shipped adapter (r={rank}); {unit_requests(64)[0]}-sentence unit ready"

@@ -18,10 +18,13 @@ from litseg.llm.config import (
     OpenAILLMConfig,
     ReplayLLMConfig,
     TransformersLLMConfig,
+    VLLMBackendConfig,
     VLLMLLMConfig,
+    backend_settings,
+    shipped_llm_settings,
 )
 from litseg.llm.backends import BACKENDS, available_backends
-from litseg.llm.factory import build_llm
+from litseg.llm.factory import build_llm, llm_config_from
 from litseg.utils.config import ConfigError, from_dict
 from litseg.utils.registry import Registry
 from tests.conftest import REPO
@@ -56,13 +59,30 @@ def test_each_backend_class_defaults_equal_its_yaml(backend: str) -> None:
     assert not _drift(typed, data), f"conf/llm/{backend}.yaml vs {type(typed).__name__}"
 
 
-def test_openai_settings_defaults_are_the_yaml_ones() -> None:
-    """The values the issue found drifting (max_retries, max_concurrency, timeout_s, backoff_max_s)."""
+def test_settings_given_from_python_get_the_rest_from_the_yaml() -> None:
+    """The values the issue found drifting (max_retries, max_concurrency, timeout_s, backoff_max_s)
+    have one home, conf/llm/<backend>.yaml: a settings class has no copy of them."""
     yaml = OmegaConf.to_container(OmegaConf.load(CONF / "llm" / "openai.yaml"), resolve=False)
-    settings = OpenAIBackendConfig(model="m")
+    settings = backend_settings(OpenAIBackendConfig, "openai", {"model": "m"})
     for key in ("max_retries", "max_concurrency", "timeout_s", "backoff_max_s", "backoff_base_s",
                 "max_retry_after_s", "connect_timeout_s", "load_balancing", "max_tokens_field"):
         assert getattr(settings, key) == yaml[key], key
+        assert next(f for f in dataclasses.fields(OpenAIBackendConfig) if f.name == key).default is dataclasses.MISSING
+    assert isinstance(settings.timeout_s, float) and settings.base_urls == ["http://127.0.0.1:8000/v1"]
+    with pytest.raises(TypeError):
+        OpenAIBackendConfig(model="m")  # no second copy to fall back on
+    embedded = llm_config_from({"backend": "embedded"})
+    assert (embedded.batch_size, embedded.context_window, embedded.cache) == (4, 8192, None)
+    vllm = backend_settings(VLLMBackendConfig, "vllm", {"model": "m", "seed": 3})
+    assert (vllm.seed, vllm.gpu_memory_utilization, vllm.replica_start_timeout_s) == (3, 0.9, 1800.0)
+
+
+def test_the_yaml_fills_from_the_environment_and_leaves_required_values_out(monkeypatch) -> None:
+    monkeypatch.setenv("LITSEG_OPENAI_BASE_URLS", "http://a:1/v1,http://b:2/v1")
+    assert llm_config_from({"backend": "openai", "model": "m"}).base_urls == "http://a:1/v1,http://b:2/v1"
+    assert "model" not in shipped_llm_settings("transformers")  # model: ??? is the user's to give
+    with pytest.raises(ConfigError, match="model"):
+        llm_config_from({"backend": "transformers"})
 
 
 def test_the_judge_server_composes_the_openai_file() -> None:
@@ -96,8 +116,8 @@ def test_backends_live_in_one_registry() -> None:
 
 
 def test_typing_a_vllm_section_never_imports_vllm() -> None:
-    code = ("import sys; from litseg.llm.config import LLMConfig; from litseg.utils.config import from_dict; "
-            "t = from_dict(LLMConfig, {'backend': 'vllm', 'model': 'M', 'cache': None}); "
+    code = ("import sys; from litseg.llm.factory import llm_config_from; "
+            "t = llm_config_from({'backend': 'vllm', 'model': 'M'}); "
             "assert type(t).__name__ == 'VLLMLLMConfig'; "
             "assert 'vllm' not in sys.modules and 'torch' not in sys.modules, 'heavy import'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

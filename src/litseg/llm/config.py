@@ -10,8 +10,12 @@ and :func:`~litseg.llm.factory.build_llm` builds every model the same way:
 The backends' settings classes (:class:`OpenAIBackendConfig`, :class:`TransformersBackendConfig`,
 :class:`VLLMBackendConfig`) hold the field list once; the section classes add the common part and
 leave the value checks to the backend, which builds (and validates) its settings from the section.
-Their defaults equal ``conf/llm/<backend>.yaml`` (tests/llm/test_llm_config.py checks every file), so
-a config written in code and one composed by Hydra give the same model.
+A setting's default has one home, ``conf/llm/<backend>.yaml`` (docs/extending.md): a field the YAML
+writes has no default here (only the client's tuning knobs the YAML leaves out keep one). Settings
+given from Python with only some values (a backend's constructor, :func:`backend_settings`; an llm
+section written in code, :func:`~litseg.llm.factory.llm_config_from`) get the rest from that file
+(:func:`shipped_llm_settings`), so a config written in code and one composed by Hydra give the same
+model.
 
 Pure Python: no torch, no httpx, no vllm here.
 """
@@ -19,13 +23,16 @@ Pure Python: no torch, no httpx, no vllm here.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
 
 from litseg.llm.backends import available_backends, get_backend
 from litseg.models import resolve_adapter
-from litseg.utils.config import ConfigError, config_schema, from_dict
+from litseg.utils.config import ConfigError, check_value, config_schema, from_dict, shipped_option
+
+S = TypeVar("S")
 
 
 @dataclass
@@ -48,7 +55,7 @@ class LLMConfig:
     # The YAML files always say; a config written in code may leave it out (build_llm: no cache).
     cache: CacheConfig | None
     # Tokens the model reads, for preprocess.max_words=auto (read by the run, never by the backend).
-    context_window: int | None = None
+    context_window: int | None
 
     COMMON: ClassVar[frozenset[str]] = frozenset({"backend", "cache", "context_window"})
 
@@ -69,6 +76,31 @@ class LLMConfig:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in self.COMMON}
 
 
+def shipped_llm_settings(option: str) -> dict[str, Any]:
+    """``conf/llm/<option>.yaml`` as the section Hydra composes from it (its ``${oc.env:...}`` values
+    resolved), less ``backend``, ``cache`` and a value it leaves to the user (``???``): the one home
+    of a backend's defaults, for settings given from Python (:func:`backend_settings`,
+    :func:`~litseg.llm.factory.llm_config_from`). Empty for a backend without a file there (a plug-in)."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.create(shipped_option("llm", option))
+    resolved = OmegaConf.to_container(node, resolve=True, throw_on_missing=False)
+    assert isinstance(resolved, dict)
+    return {str(k): v for k, v in resolved.items()
+            if k not in ("backend", "cache") and not OmegaConf.is_missing(node, k)}
+
+
+def backend_settings(config: type[S], option: str, given: Mapping[str, Any]) -> S:
+    """The settings class ``config`` of backend ``option`` (a backend's constructor): the settings
+    ``given``, the rest from ``conf/llm/<option>.yaml`` (:func:`shipped_llm_settings`)."""
+    hints = typing.get_type_hints(config)
+    names = {f.name for f in dataclasses.fields(config)}  # type: ignore[arg-type]
+    # Checked as a composed section is (an integer the YAML writes for a float field becomes a float).
+    shipped = {k: check_value(v, hints[k], f"llm.{k}") for k, v in shipped_llm_settings(option).items()
+               if k in names and k not in given}
+    return config(**{**shipped, **given})
+
+
 # ------------------------------------------------------------------------------ OpenAI-compatible
 LOAD_BALANCING = ("least_in_flight", "round_robin")
 
@@ -85,41 +117,41 @@ def normalise_base_url(url: str) -> str:
     return url
 
 
-@dataclass
+@dataclass(kw_only=True)
 class OpenAIBackendConfig:
-    """Settings of :class:`~litseg.llm.openai_backend.OpenAIChatModel`; defaults equal
-    ``conf/llm/openai.yaml`` (the fields it does not list are tuning knobs of the client)."""
+    """Settings of :class:`~litseg.llm.openai_backend.OpenAIChatModel`; their values are
+    ``conf/llm/openai.yaml``'s (the fields it does not list are tuning knobs of the client)."""
 
     model: str
     # One URL, a list, or a comma-separated string; each ends with the API root (``.../v1``).
-    base_urls: list[str] | str = ("http://127.0.0.1:8000/v1",)  # type: ignore[assignment]
-    api_key_env: str = "OPENAI_API_KEY"
-    max_concurrency: int = 32
+    base_urls: list[str] | str
+    api_key_env: str
+    max_concurrency: int
     # httpx's pool slows down quadratically with its size, so connections are spread over several
     # small clients per endpoint (measured: 128 concurrent requests 12 s with one pool, 1.9 s with 8s).
     connections_per_client: int = 8
-    timeout_s: float = 300.0  # read/write/pool timeout of one attempt
-    connect_timeout_s: float = 10.0
-    max_retries: int = 6  # attempts = 1 + max_retries
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 60.0
-    max_retry_after_s: float = 120.0  # cap on a server's Retry-After
-    constrained_decoding: bool = True  # send response_format=json_schema when a request has a schema
-    schema_name: str = "litseg_output"
-    strict_schema: bool = True
-    load_balancing: str = "least_in_flight"
+    timeout_s: float  # read/write/pool timeout of one attempt
+    connect_timeout_s: float
+    max_retries: int  # attempts = 1 + max_retries
+    backoff_base_s: float
+    backoff_max_s: float
+    max_retry_after_s: float  # cap on a server's Retry-After
+    constrained_decoding: bool  # send response_format=json_schema when a request has a schema
+    schema_name: str
+    strict_schema: bool
+    load_balancing: str
     endpoint_cooldown_s: float = 2.0
-    max_tokens_field: str = "max_tokens"  # some hosted models want "max_completion_tokens"
-    send_seed: bool = True
+    max_tokens_field: str  # some hosted models want "max_completion_tokens"
+    send_seed: bool
     # Send top_k=-1, min_p=0, repetition_penalty=1 so that the server's model defaults (vllm serve
     # applies generation_config.json to unsent fields) never change the decoding (llm.decoding).
-    neutral_sampling: bool = True
-    extra_body: dict[str, Any] = field(default_factory=dict)  # e.g. {"chat_template_kwargs": {...}}
-    extra_headers: dict[str, str] = field(default_factory=dict)
-    identity_tag: str = ""  # tells apart servers that report the same model name (quantisation...)
+    neutral_sampling: bool
+    extra_body: dict[str, Any]  # e.g. {"chat_template_kwargs": {...}}
+    extra_headers: dict[str, str]
+    identity_tag: str  # tells apart servers that report the same model name (quantisation...)
     trust_env: bool = True  # honour HTTP(S)_PROXY / NO_PROXY from the environment
     jitter_seed: int | None = None
-    startup_check: bool = True  # check(): GET /models before a run (server up, key accepted, model served)
+    startup_check: bool  # check(): GET /models before a run (server up, key accepted, model served)
 
     def __post_init__(self) -> None:
         if isinstance(self.base_urls, str):
@@ -148,31 +180,29 @@ class OpenAIBackendConfig:
 class OpenAILLMConfig(LLMConfig, OpenAIBackendConfig):
     """``backend: openai`` (conf/llm/openai.yaml; conf/judge_llm/server.yaml composes it)."""
 
-    base_urls: list[str] | str = field()  # required: the YAML names them (from $LITSEG_OPENAI_BASE_URLS)
-
 
 # ------------------------------------------------------------------------------ transformers
 CONSTRAINED_ENGINES = ("xgrammar", "none")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TransformersBackendConfig:
-    """Settings of :class:`~litseg.llm.transformers_backend.TransformersChatModel`; defaults equal
-    ``conf/llm/transformers.yaml``."""
+    """Settings of :class:`~litseg.llm.transformers_backend.TransformersChatModel`; their values are
+    ``conf/llm/transformers.yaml``'s (``conf/llm/embedded.yaml``'s for the embedded model)."""
 
     model: str
-    gguf_file: str | None = None  # a .gguf file name inside ``model`` (a directory)
-    tokenizer: str | None = None  # defaults to ``model`` (and ``gguf_file``)
-    adapter: str | None = None  # LoRA adapter directory (peft)
-    merge_adapter: bool = True  # fold the adapter into the weights: same answers, faster decoding
-    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    device: str = "auto"  # auto | cpu | cuda | cuda:1 | mps
-    batch_size: int = 8  # requests per generate() call in chat_batch
-    constrained_decoding: Literal["xgrammar", "none"] = "xgrammar"
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    gguf_file: str | None  # a .gguf file name inside ``model`` (a directory)
+    tokenizer: str | None  # defaults to ``model`` (and ``gguf_file``)
+    adapter: str | None  # LoRA adapter directory (peft)
+    merge_adapter: bool  # fold the adapter into the weights: same answers, faster decoding
+    dtype: str  # auto | float32 | bfloat16 | float16
+    device: str  # auto | cpu | cuda | cuda:1 | mps
+    batch_size: int  # requests per generate() call in chat_batch
+    constrained_decoding: Literal["xgrammar", "none"]
+    chat_template_kwargs: dict[str, Any]
     convert_gguf: bool = True  # keep a safetensors copy of a dequantized GGUF for fast reloads
-    num_threads: int | None = None  # torch CPU threads; None keeps torch's (OMP_NUM_THREADS) choice
-    model_id: str | None = None  # stable name for the cache key instead of the local path
+    num_threads: int | None  # torch CPU threads; None keeps torch's (OMP_NUM_THREADS) choice
+    model_id: str | None  # stable name for the cache key instead of the local path
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
@@ -197,40 +227,40 @@ class TransformersLLMConfig(LLMConfig, TransformersBackendConfig):
 @dataclass(kw_only=True)
 class EmbeddedLLMConfig(LLMConfig, TransformersBackendConfig):
     """``backend: embedded``: the transformers backend on the embedded GGUF (conf/llm/embedded.yaml,
-    conf/llm/student.yaml); ``model`` and ``gguf_file`` are fixed and must stay empty."""
+    conf/llm/student.yaml); ``model`` and ``gguf_file`` are fixed and must stay empty (the YAML
+    names neither)."""
 
     model: str | None = None  # type: ignore[assignment]
-    batch_size: int = 4
-    context_window: int | None = 8192  # SmolLM2-135M's max_position_embeddings
+    gguf_file: str | None = None
 
 
 # ------------------------------------------------------------------------------ vLLM
-@dataclass
+@dataclass(kw_only=True)
 class VLLMBackendConfig:
-    """Settings of :class:`~litseg.llm.vllm_backend.VLLMChatModel`; defaults equal ``conf/llm/vllm.yaml``."""
+    """Settings of :class:`~litseg.llm.vllm_backend.VLLMChatModel`; their values are ``conf/llm/vllm.yaml``'s."""
 
     model: str  # hub name or local directory
-    model_id: str | None = None  # the cache's name for the weights when ``model`` is a local path
-    tokenizer: str | None = None
-    revision: str | None = None
-    dtype: str = "auto"
-    quantization: str | None = None
-    tensor_parallel_size: int = 1
-    data_parallel_size: int = 1  # engine replicas, each on tensor_parallel_size GPUs of its own
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    enable_prefix_caching: bool = True
-    enforce_eager: bool = False
-    trust_remote_code: bool = False
-    seed: int = 0
-    adapter: str | None = None  # LoRA adapter directory, applied to every request
-    adapter_name: str = "litseg-adapter"
-    max_lora_rank: int = 64
-    constrained_decoding: bool = True  # JSON-schema requests use vLLM's structured outputs
-    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # anything else vllm.LLM accepts
-    max_batch_size: int | None = None  # split very large batches into LLM.chat calls of this size
-    use_tqdm: bool = False
+    model_id: str | None  # the cache's name for the weights when ``model`` is a local path
+    tokenizer: str | None
+    revision: str | None
+    dtype: str
+    quantization: str | None
+    tensor_parallel_size: int
+    data_parallel_size: int  # engine replicas, each on tensor_parallel_size GPUs of its own
+    gpu_memory_utilization: float
+    max_model_len: int | None
+    enable_prefix_caching: bool
+    enforce_eager: bool
+    trust_remote_code: bool
+    seed: int
+    adapter: str | None  # LoRA adapter directory, applied to every request
+    adapter_name: str
+    max_lora_rank: int
+    constrained_decoding: bool  # JSON-schema requests use vLLM's structured outputs
+    chat_template_kwargs: dict[str, Any]
+    engine_kwargs: dict[str, Any]  # anything else vllm.LLM accepts
+    max_batch_size: int | None  # split very large batches into LLM.chat calls of this size
+    use_tqdm: bool
     replica_start_timeout_s: float = 1800.0  # loading big weights on every replica takes a while
 
     def __post_init__(self) -> None:
@@ -280,6 +310,7 @@ class ScriptedLLMConfig(LLMConfig):
     """``backend: scripted``: answers from a list (conf/judge_llm/scripted.yaml; tests, dry runs)."""
 
     cache: CacheConfig | None = None  # a script is never cached unless asked
+    context_window: int | None = None
     answers: list[Any] | None = None  # strings, or ready Completions from code
     name: str = "scripted"
     cycle: bool = False  # start the list again when it runs out
@@ -290,6 +321,7 @@ class ScriptedLLMConfig(LLMConfig):
 class ReplayLLMConfig(LLMConfig):
     """``backend: replay``: answers from a recorded response cache (conf/llm/replay.yaml)."""
 
+    context_window: int | None = None
     identity: dict[str, Any] | None = None  # the recorded model; null: the file's only model
     path: str | None = None  # the cache file (default: cache.path)
 

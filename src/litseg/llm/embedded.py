@@ -87,6 +87,7 @@ class EmbeddedChatModel(TransformersChatModel):
     """
 
     config_class = EmbeddedLLMConfig
+    option = "embedded"  # the settings not given are conf/llm/embedded.yaml's
 
     def __init__(self, model: str | None = None, gguf_file: str | None = None, **settings: Any) -> None:
         for fixed, value in (("model", model), ("gguf_file", gguf_file)):

@@ -29,7 +29,7 @@ from typing import Any
 from litseg.llm.backends import get_backend
 from litseg.llm.base import ChatModel
 from litseg.llm.cache import CachedChatModel, ReplayChatModel
-from litseg.llm.config import CacheConfig, LLMConfig, PluginLLMConfig, ReplayLLMConfig
+from litseg.llm.config import CacheConfig, LLMConfig, PluginLLMConfig, ReplayLLMConfig, shipped_llm_settings
 from litseg.utils.config import from_dict, to_plain
 
 def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
@@ -42,15 +42,20 @@ def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
         unknown = sorted(set(cache) - known)
         if unknown:
             raise ValueError(f"llm.cache: unknown key(s) {unknown}; known: {sorted(known)}")
-    # The YAML files always name the cache; a config written in code may leave it out: no cache.
-    return {"cache": None, **settings}
+    # A section written in code names only what it sets: the backend's other settings are those of
+    # its conf/llm file (none for a plug-in), their one home. The YAML files always name the cache;
+    # a config written in code may leave it out: no cache.
+    backend = settings.get("backend")
+    shipped = shipped_llm_settings(backend) if isinstance(backend, str) and backend else {}
+    return {"cache": None, **shipped, **settings}
 
 
 def llm_config_from(config: Any, where: str = "llm") -> LLMConfig | None:
     """An ``llm`` section as its typed config: the backend's own class (``config_class``), or
     :class:`~litseg.llm.config.PluginLLMConfig` for a plug-in taking keywords; None for None; an
     already typed section as it is. The one reader of every llm section (annotate's ``llm``, the
-    judge's, evaluate's generation and judge models, a chunker entry's own)."""
+    judge's, evaluate's generation and judge models, a chunker entry's own); the settings a section
+    leaves out are those of ``conf/llm/<backend>.yaml``, except ``cache`` (left out: no cache)."""
     if config is None or isinstance(config, LLMConfig):
         return config
     return from_dict(LLMConfig, _section(config), where)

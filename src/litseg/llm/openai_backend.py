@@ -50,7 +50,7 @@ import httpx
 
 from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable
 from litseg.errors import UNAVAILABLE
-from litseg.llm.config import OpenAIBackendConfig, OpenAILLMConfig
+from litseg.llm.config import OpenAIBackendConfig, OpenAILLMConfig, backend_settings
 from litseg.llm.decoding import NEUTRAL_SAMPLING
 from litseg.llm.http_support import LoopThread as _LoopThread
 from litseg.llm.http_support import close_clients, retry_after as _retry_after
@@ -107,7 +107,8 @@ class OpenAIChatModel(ChatModel):
         unknown = sorted(set(settings) - known)
         if unknown:
             raise TypeError(f"openai backend: unknown setting(s) {unknown}; known: {sorted(known - {'model'})}")
-        self.config = OpenAIBackendConfig(model=model, **settings)
+        # The settings not given are conf/llm/openai.yaml's.
+        self.config = backend_settings(OpenAIBackendConfig, "openai", {**settings, "model": model})
         self.name = f"openai:{model}"
         self._api_key = os.environ.get(self.config.api_key_env) or None
         if self._api_key is None:

@@ -41,7 +41,7 @@ from litseg.llm.base import (
     tokenizer_label,
 )
 from litseg.segmentation.types import NamedTokenizer
-from litseg.llm.config import TransformersBackendConfig, TransformersLLMConfig
+from litseg.llm.config import TransformersBackendConfig, TransformersLLMConfig, backend_settings
 from litseg.llm.decoding import generation_preferences, neutral_generation_config
 from litseg.llm.gguf import gguf_tokenizer, load_gguf_converted
 
@@ -203,6 +203,8 @@ class TransformersChatModel(ChatModel):
 
     _grammar_cache_size = 32
     config_class: type = TransformersLLMConfig
+    #: The conf/llm option whose values fill the settings a caller leaves out.
+    option = "transformers"
 
     @classmethod
     def from_config(cls, section: TransformersLLMConfig) -> TransformersChatModel:
@@ -214,7 +216,7 @@ class TransformersChatModel(ChatModel):
         if unknown:
             raise TypeError(f"transformers backend: unknown setting(s) {unknown}; "
                             f"known: {sorted(known - {'model'})}")
-        self.config = TransformersBackendConfig(model=model, **settings)
+        self.config = backend_settings(TransformersBackendConfig, self.option, {**settings, "model": model})
         self.name = f"transformers:{self.config.model_id or Path(self.config.model).name}"
         self.grammar_seconds = 0.0  # time spent masking logits, over the whole run
         self.grammar_steps = 0

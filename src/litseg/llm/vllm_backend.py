@@ -45,7 +45,7 @@ from typing import Any
 from litseg.llm.base import ChatModel, ChatRequest, Completion, ModelUnavailable, adapter_identity, tokenizer_label
 from litseg.errors import UNAVAILABLE
 from litseg.segmentation.types import NamedTokenizer
-from litseg.llm.config import VLLMBackendConfig, VLLMLLMConfig
+from litseg.llm.config import VLLMBackendConfig, VLLMLLMConfig, backend_settings
 from litseg.llm.decoding import NEUTRAL_SAMPLING
 
 log = logging.getLogger(__name__)
@@ -305,7 +305,8 @@ class VLLMChatModel(ChatModel):
         if unknown:
             raise TypeError(f"vllm backend: unknown setting(s) {unknown}; known: {sorted(known - {'model'})}; "
                             "other vllm.LLM arguments go under engine_kwargs")
-        self.config = VLLMBackendConfig(model=model, **settings)
+        # The settings not given are conf/llm/vllm.yaml's.
+        self.config = backend_settings(VLLMBackendConfig, "vllm", {**settings, "model": model})
         self.name = f"vllm:{self.config.model_id or model}"
         self._llm: Any = None
         self._pool: _ReplicaPool | None = None
