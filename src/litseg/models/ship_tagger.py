@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from litseg.errors import SetupError
+from litseg.run_result import SETUP_EXIT
 from litseg.models import MODELS_DIR
 from litseg.models.ship import MAX_BYTES, convert_weights
 
@@ -97,13 +100,13 @@ def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR, writ
     src = run / "tagger"
     meta = _read(src / "tagger.json")
     if not meta:
-        raise SystemExit(f"{src} holds no tagger.json: train with python train.py +experiment=tagger first")
+        raise SetupError(f"{src} holds no tagger.json: train with python train.py +experiment=tagger first")
     summary, report = _read(run / "train_summary.json"), _read(run / "data_report.json")
     writer_src = src / "writer"
     if writer_run is not None:
         writer_src = writer_run / "tagger" / "writer"
         if not (writer_src / "adapter_config.json").is_file():
-            raise SystemExit(f"{writer_src} holds no writer adapter")
+            raise SetupError(f"{writer_src} holds no writer adapter")
         writer_summary, report = _read(writer_run / "train_summary.json"), _read(writer_run / "data_report.json")
         summary["stages"] = {**summary["stages"], "sft": writer_summary["stages"]["sft"]}
         meta = {**meta, "writer": _read(writer_run / "tagger" / "tagger.json")["writer"], "writer_run": str(writer_run)}
@@ -121,7 +124,7 @@ def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR, writ
     (dest / "README.md").write_text(model_card(name, meta, summary, report), encoding="utf-8")
     size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
     if size > MAX_BYTES:
-        raise SystemExit(f"{dest} is {size} bytes, over the {MAX_BYTES} a shipped model may take")
+        raise SetupError(f"{dest} is {size} bytes, over the {MAX_BYTES} a shipped model may take")
     return dest
 
 
@@ -132,7 +135,11 @@ def main() -> None:
     ap.add_argument("--writer-from", type=Path, default=None,
                     help="a tagger run whose writer to ship with these nets (for a run of stage.run=[boundary])")
     args = ap.parse_args()
-    print(f"shipped {ship(args.run, args.name, writer_run=args.writer_from)}")
+    try:
+        print(f"shipped {ship(args.run, args.name, writer_run=args.writer_from)}")
+    except SetupError as exc:  # the entries' rule for a setup mistake: one line, exit code 2
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(SETUP_EXIT) from None
 
 
 if __name__ == "__main__":
