@@ -95,7 +95,6 @@ NOT_YET_ONE_HOME = {
     "ReplayLLMConfig": "a replay section written in code names only its cache file",
     "ScriptedLLMConfig": "a scripted model written in code names only its answers",
     "MergeOptions": "a merge written by hand (a derived chunkers row, build_chunker(merge=...)) gives only the target",
-    "RewardSpec": "a reward added on the command line (+rewards.mine={function, weight}) may leave the rest out",
     "SuiteConfig": "a suite given from Python with its benchmark object leaves loader, args and limits unset",
     "SinglePassPrompt": "paragraph_breaks unwritten stays out of the prompt hashed into run fingerprints",
 }

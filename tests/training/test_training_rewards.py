@@ -301,18 +301,23 @@ def test_chunk_lines_quote_subtitles():
     assert line == 'Chunk 1 | subtitle: "The \\"anchor\\" drags" | main: 3-7 | context: [1]'
 
 
+def _spec(function: str) -> RewardSpec:
+    return RewardSpec(enabled=True, function=function, weight=1.0, params={})
+
+
 def test_rewards_are_built_by_name_and_weight():
-    specs = {"format": RewardSpec(weight=0.3, function="format"),
-             "judge": RewardSpec(weight=0.7, function="judge", params={"max_retries": 1}),
-             "off": RewardSpec(enabled=False, function="format"),
-             "probe": RewardSpec(weight=0.1, function="tests.training_helpers:distinct_characters")}
+    specs = {"format": RewardSpec(enabled=True, function="format", weight=0.3, params={}),
+             "judge": RewardSpec(enabled=True, function="judge", weight=0.7, params={"max_retries": 1}),
+             "off": RewardSpec(enabled=False, function="format", weight=1.0, params={}),
+             "probe": RewardSpec(enabled=True, function="tests.training_helpers:distinct_characters",
+                                 weight=0.1, params={})}
     context = RewardContext(judge_rubric=RUBRIC, judge_llm={"backend": "scripted", "answers": ["{}"]})
     funcs, weights = build_rewards(specs, context)
     assert [f.__name__ for f in funcs] == ["format", "judge", "probe"] and weights == [0.3, 0.7, 0.1]
     with pytest.raises(ValueError, match="unknown reward"):
-        build_rewards({"x": RewardSpec(function="nope")}, context)
+        build_rewards({"x": _spec("nope")}, context)
     with pytest.raises(ValueError, match="no judge llm"):
-        build_rewards({"judge": RewardSpec(function="judge")}, RewardContext(judge_rubric=RUBRIC))
+        build_rewards({"judge": _spec("judge")}, RewardContext(judge_rubric=RUBRIC))
 
 
 @pytest.mark.slow
@@ -344,7 +349,7 @@ def test_rewards_are_discovered_from_their_own_modules_and_an_unknown_one_lists_
     # format, judge and boundary each register themselves in a module of litseg.training.rewards
     assert {"format", "judge", "boundary"} <= set(REWARDS.names())
     with pytest.raises(UnknownPluginError, match="unknown reward 'nope'; available: .*boundary.*format.*judge"):
-        build_rewards({"x": RewardSpec(function="nope")}, RewardContext())
+        build_rewards({"x": _spec("nope")}, RewardContext())
 
 
 def test_the_rewards_group_is_typed_and_a_misspelt_setting_is_refused():
@@ -356,6 +361,20 @@ def test_the_rewards_group_is_typed_and_a_misspelt_setting_is_refused():
     assert config.rewards["boundary"].function == "boundary" and not config.rewards["judge"].enabled
     with pytest.raises(ConfigError, match="rewards.format.wieght"):
         train_config_from(compose_train(["+rewards.format.wieght=1"]))
+
+
+def test_a_reward_added_on_the_command_line_names_all_four_keys():
+    """RewardSpec has no defaults (one home: the YAML a reward is written in), so a reward added by
+    hand is written whole; one that leaves a key out is refused by its dotted path."""
+    from litseg.training.config import train_config_from
+    from litseg.utils.config import ConfigError
+    from tests.training_helpers import compose_train
+
+    whole = "+rewards.mine={enabled: true, function: format, weight: 0.2, params: {}}"
+    config = train_config_from(compose_train([whole]))
+    assert config.rewards["mine"] == RewardSpec(enabled=True, function="format", weight=0.2, params={})
+    with pytest.raises(ConfigError, match=r"missing setting\(s\) rewards\.mine\.enabled, rewards\.mine\.params"):
+        train_config_from(compose_train(["+rewards.mine={function: format, weight: 0.2}"]))
 
 
 # --------------------------------------------------------------------------------------------

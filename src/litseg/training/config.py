@@ -163,12 +163,15 @@ class StageConfig:
 
 @dataclass
 class RewardSpec:
-    """One reward: a registered name (or ``module:function``), its weight and its parameters."""
+    """One reward: a registered name (or ``module:function``), its weight and its parameters.
+    Every field is required: a reward is written whole, in ``conf/rewards`` or by hand
+    (``+rewards.mine={enabled: true, function: ..., weight: 0.2, params: {}}``), and one that
+    leaves a key out is refused with its dotted path (``missing setting(s) rewards.mine.params``)."""
 
-    enabled: bool = True
-    function: str = ""  # registered reward name or "package.module:factory"; empty: the key
-    weight: float = 1.0
-    params: dict[str, Any] = field(default_factory=dict)
+    enabled: bool
+    function: str  # registered reward name or "package.module:factory"; empty: the key
+    weight: float
+    params: dict[str, Any]
 
 
 @config_schema("rewards", entry="train")
@@ -176,8 +179,8 @@ class RewardSpec:
 class RewardsConfig:
     """The built-in rewards of ``conf/rewards/*.yaml``, each a :class:`RewardSpec` (the YAML holds
     every value, so no field has a default of its own). ``TrainConfig.rewards`` reads the group as
-    a mapping of name -> RewardSpec, so a reward of your own (``+rewards.mine={function:
-    my_pkg.mod:fn, ...}``) is typed by RewardSpec too."""
+    a mapping of name -> RewardSpec, so a reward of your own (``+rewards.mine={enabled: true,
+    function: my_pkg.mod:fn, weight: 0.2, params: {}}``) is typed by RewardSpec too."""
 
     format: RewardSpec
     judge: RewardSpec

@@ -156,15 +156,19 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         return build(data, where)  # type: ignore[no-any-return]
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    prefix = f"{where}." if where else ""
     unknown = sorted(set(data) - names)
     if unknown:
-        prefix = f"{where}." if where else ""
         close = {k: difflib.get_close_matches(str(k), names, n=1, cutoff=0.6) for k in unknown}
         hints = "".join(f"; did you mean {prefix}{m[0]}?" for m in close.values() if m)
         raise ConfigError(f"unknown setting(s) {', '.join(prefix + str(k) for k in unknown)}{hints} "
                           f"(known under {where or 'the root'}: {', '.join(sorted(names))})")
-    kwargs = {name: _check_value(value, hints[name], f"{where}.{name}" if where else name)
-              for name, value in data.items()}
+    absent = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in data  # type: ignore[arg-type]
+              and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if absent:
+        raise ConfigError(f"missing setting(s) {', '.join(prefix + k for k in absent)} "
+                          f"({cls.__name__} has no default for them)")
+    kwargs = {name: _check_value(value, hints[name], prefix + name) for name, value in data.items()}
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
