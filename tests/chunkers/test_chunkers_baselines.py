@@ -507,10 +507,15 @@ def test_with_merge_and_registry_options() -> None:
     with pytest.raises(ValueError, match="measure"):
         with_merge(base, {"target": 3, "measure": "pages"})
     with pytest.raises(ValueError, match="positive"):
-        with_merge(base, {"target": 0})
-    via_option = build_chunker("token", tokenizer="whitespace", chunk_size=50, merge={"target": 200})
+        with_merge(base, {"target": 0, "measure": "words"})
+    with pytest.raises(ValueError, match=r"missing setting\(s\) method\.merge\.measure"):
+        with_merge(base, {"target": 200})  # MergeOptions has no defaults: a merge is written whole
+    merge = {"target": 200, "measure": "words"}
+    via_option = build_chunker("token", tokenizer="whitespace", chunk_size=50, merge=merge)
     assert via_option.fingerprint() == with_merge(build_chunker("token", tokenizer="whitespace", chunk_size=50),
-                                                  {"target": 200}).fingerprint()
+                                                  merge).fingerprint()
+    with pytest.raises(ValueError, match=r"method\.merge\.measure"):
+        build_chunker("token", tokenizer="whitespace", chunk_size=50, merge={"target": 200})
     with pytest.raises(ValueError, match="unknown chunker 'merge'"):  # one way: the merge option
         build_chunker("merge", base="token", target=3)
 
@@ -526,7 +531,7 @@ def test_merge_keeps_base_batching_and_unit_order() -> None:
 
     text = "One two three. Four five six. " * 10
     doc = make_doc(text, [len(text) // 3, 2 * len(text) // 3])
-    results = run_all(DynamicMerge(Batching(chunk_size=4, tokenizer="whitespace"), target=10), doc)
+    results = run_all(DynamicMerge(Batching(chunk_size=4, tokenizer="whitespace"), target=10, measure="words"), doc)
     assert calls == [3]
     assert_coverage_and_spans(doc, results)
 

@@ -115,7 +115,7 @@ def test_merge_rows_reuse_the_base_chunks_and_equal_chunking_with_merge(tmp_path
         calls.append(spec.label)
         return build_chunkset(spec, bench, docs, **kw)
 
-    base = {"name": "token", "chunk_size": 9, "overlap": 3, "tokenizer": "whitespace", "merge": {"target": None}}
+    base = {"name": "token", "chunk_size": 9, "overlap": 3, "tokenizer": "whitespace", "merge": None}
     merged = {**base, "merge": {"target": 30, "measure": "words"}}
     builder = ChunkSetBuilder(counting)
     plain = builder(ChunkerSpec("token", "method", base), bench, docs, runs=runs)

@@ -102,10 +102,14 @@ _CONFIGS: dict[str, type[MethodConfig]] = {}
 
 @dataclass
 class MergeOptions:
-    """``method.merge``: dynamic merge of adjacent chunks towards ``target`` (null: off)."""
+    """``method.merge``: dynamic merge of adjacent chunks towards ``target`` (null: off), lengths
+    counted in ``measure``. Both are required: a merge is written whole, in the conf/method YAML
+    that has one (``merge: {target: null, measure: words}``), a conf/chunkers row, or by hand
+    (``build_chunker(..., merge={"target": 350, "measure": "words"})``); a merge left off is
+    ``merge: null`` or ``{target: null}``."""
 
-    target: float | None = None
-    measure: Literal["words", "chars", "sentences"] = "words"
+    target: float | None
+    measure: Literal["words", "chars", "sentences"]
 
 
 @config_schema("method", entry="annotate", default_option="litseg_lite")

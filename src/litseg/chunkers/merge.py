@@ -19,7 +19,7 @@ are never crossed, and the last group of a unit may stay short. Subtitles and co
 the base chunks are dropped (the baselines have none).
 
 Use it as ``merge: {target: 350, measure: words}`` in any chunker's method config
-(``build_chunker("semantic", merge={"target": 350})``), or call :func:`merge_unit_result` on
+(``build_chunker("semantic", merge={"target": 350, "measure": "words"})``), or call :func:`merge_unit_result` on
 results you already have.
 """
 
@@ -34,6 +34,7 @@ from typing import Any
 from litseg.chunkers.base import Chunker, MergeOptions, UnitResult
 from litseg.chunkers.spans import chunks_from_spans, span_stats
 from litseg.segmentation.types import Chunk, Document, Unit
+from litseg.utils.config import from_dict
 
 MEASURES = ("words", "chars", "sentences")
 _WORD = re.compile(r"\S+")
@@ -79,7 +80,7 @@ def merge_groups(spans: list[tuple[int, int]], target: float, length: Any) -> li
 
 
 def merge_unit_result(
-    doc: Document, unit: Unit, result: UnitResult, *, target: float, measure: str = "words",
+    doc: Document, unit: Unit, result: UnitResult, *, target: float, measure: str,
     method: str | None = None,
 ) -> UnitResult:
     """The unit's chunks merged towards ``target`` (see the module docstring)."""
@@ -104,7 +105,7 @@ def merge_unit_result(
 class DynamicMerge(Chunker):
     """Wraps any chunker and merges its chunks per unit towards ``target``."""
 
-    def __init__(self, base: Chunker, target: float, measure: str = "words") -> None:
+    def __init__(self, base: Chunker, target: float, measure: str) -> None:
         _check(target, measure)
         self.base = base
         self.target = target
@@ -130,15 +131,25 @@ class DynamicMerge(Chunker):
                 "measure": self.measure}
 
 
+def merge_options(merge: MergeOptions | Mapping[str, Any], where: str = "method.merge") -> MergeOptions:
+    """``merge`` typed: both keys given (``{target, measure}``; :class:`MergeOptions` has no defaults)."""
+    if isinstance(merge, MergeOptions):
+        return merge
+    unknown = set(merge) - {f.name for f in dataclasses.fields(MergeOptions)}
+    if unknown:
+        raise ValueError(f"merge: unknown keys {sorted(unknown)}; expected 'target' and 'measure'")
+    return from_dict(MergeOptions, merge, where)
+
+
 def with_merge(chunker: Chunker, merge: MergeOptions | Mapping[str, Any] | None) -> Chunker:
-    """``chunker`` wrapped in :class:`DynamicMerge` when ``merge`` (``{target, measure}``) is set."""
+    """``chunker`` wrapped in :class:`DynamicMerge` when ``merge`` (``{target, measure}``) is set;
+    ``None`` or a null ``target`` leaves it as it is."""
     if not merge:
         return chunker
-    if not isinstance(merge, MergeOptions):
-        unknown = set(merge) - {f.name for f in dataclasses.fields(MergeOptions)}
-        if unknown:
-            raise ValueError(f"merge: unknown keys {sorted(unknown)}; expected 'target' and 'measure'")
-        merge = MergeOptions(**merge)
+    if isinstance(merge, Mapping) and set(merge) <= {"target", "measure"} and "target" in merge \
+            and merge["target"] is None:
+        return chunker  # off: a null target needs no measure
+    merge = merge_options(merge)
     if merge.target is None:
         return chunker
     return DynamicMerge(chunker, target=merge.target, measure=merge.measure)

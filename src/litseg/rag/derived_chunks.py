@@ -5,7 +5,7 @@ its base chunker's chunks. Chunking twice would double the cost of an LLM baseli
 and margin sampling read logits, which no response cache keeps), so within a run:
 
 * an entry of the ``chunkers`` mapping may name another entry instead of repeating its
-  parameters: ``{from: lumberchunker, label: lumberchunker+merge, merge: {target: 175}}`` takes
+  parameters: ``{from: lumberchunker, label: lumberchunker+merge, merge: {target: 175, measure: words}}`` takes
   the method config of the ``lumberchunker`` entry (overrides of that entry carry over) and adds
   the merge (:func:`expand_derived`);
 * :class:`ChunkSetBuilder` chunks every distinct base configuration once; a method config that
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from litseg.chunkers.base import UnitResult
-from litseg.chunkers.merge import merge_unit_result
+from litseg.chunkers.merge import merge_options, merge_unit_result
 
 if TYPE_CHECKING:
     from litseg.rag.benchmarks.records import Benchmark
@@ -85,10 +85,7 @@ def merge_chunkset(label: str, base: "ChunkSet", docs: Mapping[str, "Document"],
     :mod:`litseg.chunkers.merge`); the chunk set keeps the base's other fields (failures,
     warnings and whatever else it records) and its chunking time plus the merge's."""
     opts = dict(merge)
-    unknown = set(opts) - {"target", "measure"}
-    if unknown:
-        raise ValueError(f"merge: unknown keys {sorted(unknown)}; expected 'target' and 'measure'")
-    measure = {"measure": opts["measure"]} if "measure" in opts else {}  # else the merge rule's own default
+    typed = merge_options(opts, f"chunkers.{label}.merge")  # both keys written (MergeOptions has no defaults)
     t0 = time.perf_counter()
     by_unit: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for c in base.chunks:
@@ -100,8 +97,8 @@ def merge_chunkset(label: str, base: "ChunkSet", docs: Mapping[str, "Document"],
             got = by_unit.pop((book_id, unit.unit_id), None)
             if not got:
                 continue
-            res = merge_unit_result(doc, unit, UnitResult(book_id, unit.unit_id, got), target=opts["target"],
-                                    method=method, **measure)
+            res = merge_unit_result(doc, unit, UnitResult(book_id, unit.unit_id, got), target=typed.target,
+                                    measure=typed.measure, method=method)
             chunks.extend(res.chunks)
     if by_unit:
         raise ValueError(f"{label}: {len(by_unit)} units of {base.label!r} are not in the prepared books "
