@@ -94,7 +94,6 @@ NOT_YET_ONE_HOME = {
                    "a rule no YAML writes; filled from a YAML, a cache left unnamed would be turned on)",
     "ReplayLLMConfig": "a replay section written in code names only its cache file",
     "ScriptedLLMConfig": "a scripted model written in code names only its answers",
-    "SuiteConfig": "a suite given from Python with its benchmark object leaves loader, args and limits unset",
     "SinglePassPrompt": "paragraph_breaks unwritten stays out of the prompt hashed into run fingerprints",
 }
 

@@ -17,9 +17,11 @@ from litseg.rag.config import (
     DEFAULT_CONF_DIR,
     EvaluateConfig,
     RetrievalConfig,
+    SuiteConfig,
     complete_config,
     evaluate_config,
     method_config,
+    python_suite,
 )
 from litseg.rag.results import EvalSettings
 from litseg.utils.config import ConfigError, from_dict
@@ -188,3 +190,14 @@ objective: f1
     bad["args"] = {**bad["args"], "columns": {"book": "story"}}
     with pytest.raises(ConfigError, match="suite.args.columns.book"):
         load_suite(bad)  # type: ignore[arg-type]
+
+
+def test_a_suite_file_writes_every_key_and_a_python_suite_leaves_the_rest_unset() -> None:
+    """SuiteConfig has no defaults (each conf/suite file is the one home of its values); a suite
+    written in Python names what it sets and python_suite leaves the rest unset."""
+    with pytest.raises(ConfigError, match=r"missing setting\(s\) suite\.loader, suite\.args"):
+        from_dict(SuiteConfig, {"name": "mine"}, "suite")
+    suite = from_dict(SuiteConfig, python_suite({"name": "mine", "max_books": 2}), "suite")
+    assert suite == SuiteConfig(name="mine", loader=None, args={}, max_books=2, max_questions=None,
+                                answer_style="", objective=None)
+    assert evaluate_config({"suite": {"name": "mine"}}).suite == dataclasses.replace(suite, max_books=None)

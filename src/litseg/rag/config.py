@@ -11,11 +11,10 @@ a default (``tests/config/test_config_schemas.py`` checks).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -46,17 +45,27 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class SuiteConfig:
     """``conf/suite/*.yaml``: a benchmark (a registered loader and its arguments) and its use.
-    Every suite file gives every key; the defaults here mean "not set" for a suite given from
-    Python together with its benchmark object (no loader then)."""
+    Every suite file gives every key, so no field has a default; a suite given from Python
+    (together with its benchmark object, or as a partial mapping) is completed by :func:`python_suite`."""
 
     name: str
-    loader: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
+    loader: str | None
+    args: dict[str, Any]
     # Use the first N books / a seeded sample of N questions (null = all).
-    max_books: int | None = None
-    max_questions: int | None = None
-    answer_style: str = ""
-    objective: str | None = None
+    max_books: int | None
+    max_questions: int | None
+    answer_style: str
+    objective: str | None
+
+
+def python_suite(given: Mapping[str, Any]) -> dict[str, Any]:
+    """A suite section written in Python (``{"name": "mine"}`` beside its benchmark object,
+    ``load_suite({"name": ..., "loader": ..., "args": ...})``) with what it leaves out unset: no
+    loader, arguments or limits, no answer style or objective. These are not defaults a suite file
+    could take (each conf/suite file writes every key) but what "not given" means from Python."""
+    unset: dict[str, Any] = {"loader": None, "args": {}, "max_books": None, "max_questions": None,
+                             "answer_style": "", "objective": None}
+    return {**unset, **given}
 
 
 # ================================================================================ retrieval
@@ -354,9 +363,8 @@ def complete_config(cfg: Any, conf_dir: Path = DEFAULT_CONF_DIR) -> dict[str, An
     merged = _merged(base, given)
     for k in _WHOLE:
         merged.setdefault(k, None)
-    if isinstance(merged["suite"], Mapping):  # a suite given with its benchmark object: unset keys are None
-        unset = {f.name: f.default for f in dataclasses.fields(SuiteConfig) if f.default is not dataclasses.MISSING}
-        merged["suite"] = {**unset, **merged["suite"]}
+    if isinstance(merged["suite"], Mapping):  # a suite given with its benchmark object: unset keys unset
+        merged["suite"] = python_suite(merged["suite"])
     return OmegaConf.to_container(OmegaConf.create(merged), resolve=True)  # type: ignore[return-value]
 
 

@@ -16,7 +16,8 @@ from typing import Any
 from litseg.annotation.entry import document_reader
 from litseg.annotation.word_cap import resolve_word_cap
 from litseg.rag.benchmarks import load_benchmark_from_args
-from litseg.rag.config import DATA_BASE_DIRS, DEFAULT_CONF_DIR, EvaluateConfig, SuiteConfig, complete_config, evaluate_config
+from litseg.rag.config import (DATA_BASE_DIRS, DEFAULT_CONF_DIR, EvaluateConfig, SuiteConfig, complete_config,
+                               evaluate_config, python_suite)
 from litseg.rag.benchmarks.records import Benchmark, Question
 from litseg.rag.evaluation.aggregate import pairwise_table
 from litseg.rag.evaluation.components import Components, build_components, component_identity
@@ -62,8 +63,8 @@ def load_suite(suite: SuiteConfig | Mapping[str, Any], base_dirs: Sequence[Path]
     """The suite's benchmark: the registered loader ``suite.loader`` called with ``suite.args``
     (the loader says which of its arguments are paths: those are resolved against ``base_dirs``
     and must exist), then ``max_books`` applied."""
-    if not isinstance(suite, SuiteConfig):
-        suite = from_dict(SuiteConfig, suite, "suite")
+    if not isinstance(suite, SuiteConfig):  # a suite written in Python: what it leaves out is unset
+        suite = from_dict(SuiteConfig, python_suite(suite), "suite")
     if not suite.loader:
         raise ValueError("the suite config needs `loader` (a registered benchmark: fairytaleqa, gutenqa, ...)")
     bench = load_benchmark_from_args(suite.loader, suite.args, base_dirs=base_dirs, suite_name=suite.name)
