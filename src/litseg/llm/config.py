@@ -319,10 +319,10 @@ class ScriptedLLMConfig(LLMConfig):
 
 @dataclass(kw_only=True)
 class ReplayLLMConfig(LLMConfig):
-    """``backend: replay``: answers from a recorded response cache (conf/llm/replay.yaml)."""
+    """``backend: replay``: answers from a recorded response cache (conf/llm/replay.yaml, the home of
+    its values: a section written in code gets what it leaves out from there, llm_config_from)."""
 
-    context_window: int | None = None
-    identity: dict[str, Any] | None = None  # the recorded model; null: the file's only model
+    identity: dict[str, Any] | None  # the recorded model; null: the file's only model
     path: str | None = None  # the cache file (default: cache.path)
 
 
