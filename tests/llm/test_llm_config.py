@@ -17,6 +17,7 @@ from litseg.llm.config import (
     OpenAIBackendConfig,
     OpenAILLMConfig,
     ReplayLLMConfig,
+    ScriptedLLMConfig,
     TransformersLLMConfig,
     VLLMBackendConfig,
     VLLMLLMConfig,
@@ -31,7 +32,7 @@ from tests.conftest import REPO
 
 CONF = REPO / "conf"
 BACKEND_FILES = {"embedded": EmbeddedLLMConfig, "openai": OpenAILLMConfig, "transformers": TransformersLLMConfig,
-                 "vllm": VLLMLLMConfig, "replay": ReplayLLMConfig}
+                 "vllm": VLLMLLMConfig, "replay": ReplayLLMConfig, "scripted": ScriptedLLMConfig}
 
 
 def _compose(entry: str, group: str, option: str) -> dict:

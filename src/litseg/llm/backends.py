@@ -16,15 +16,22 @@ from litseg.utils.registry import Registry
 BackendFactory = Callable[..., ChatModel]
 
 BACKENDS: Registry[BackendFactory] = Registry("llm backend")
-for _name, _target in {
+BUILT_IN_BACKENDS = {
     "transformers": "litseg.llm.transformers_backend:TransformersChatModel",
     "embedded": "litseg.llm.embedded:EmbeddedChatModel",
     "scripted": "litseg.llm.testing:ScriptedChatModel",
     "replay": "litseg.llm.cache:ReplayChatModel",
     "openai": "litseg.llm.openai_backend:OpenAIChatModel",
     "vllm": "litseg.llm.vllm_backend:VLLMChatModel",  # the vllm package itself loads with the engine
-}.items():
+}
+for _name, _target in BUILT_IN_BACKENDS.items():
     BACKENDS.register_lazy(_name, _target)
+
+
+def backend_option(backend: str) -> str:
+    """The name of ``backend`` in ``conf/llm`` (where its settings have their home): a built-in
+    backend named as ``"module:attribute"`` is its registered name, any other is itself."""
+    return next((name for name, target in BUILT_IN_BACKENDS.items() if target == backend), backend)
 
 
 def register_backend(name: str) -> Callable[[BackendFactory], BackendFactory]:

@@ -307,13 +307,15 @@ class VLLMLLMConfig(LLMConfig, VLLMBackendConfig):
 # ------------------------------------------------------------------------------ no model at all
 @dataclass(kw_only=True)
 class ScriptedLLMConfig(LLMConfig):
-    """``backend: scripted``: answers from a list (conf/judge_llm/scripted.yaml; tests, dry runs)."""
+    """``backend: scripted``: answers from a list (tests, dry runs; conf/judge_llm/scripted.yaml). The
+    values of ``answers``, ``name`` and ``cycle`` have their home in conf/llm/scripted.yaml: a section
+    written in code gets what it leaves out from there (llm_config_from)."""
 
     cache: CacheConfig | None = None  # a script is never cached unless asked
     context_window: int | None = None
-    answers: list[Any] | None = None  # strings, or ready Completions from code
-    name: str = "scripted"
-    cycle: bool = False  # start the list again when it runs out
+    answers: list[Any] | None  # strings, or ready Completions from code
+    name: str
+    cycle: bool  # start the list again when it runs out
     truncate: bool = False  # cut an answer longer than max_tokens (finish_reason "length")
 
 

@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from litseg.llm.backends import get_backend
+from litseg.llm.backends import backend_option, get_backend
 from litseg.llm.base import ChatModel
 from litseg.llm.cache import CachedChatModel, ReplayChatModel
 from litseg.llm.config import CacheConfig, LLMConfig, PluginLLMConfig, ReplayLLMConfig, shipped_llm_settings
@@ -46,7 +46,7 @@ def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
     # its conf/llm file (none for a plug-in), their one home. The YAML files always name the cache;
     # a config written in code may leave it out: no cache.
     backend = settings.get("backend")
-    shipped = shipped_llm_settings(backend) if isinstance(backend, str) and backend else {}
+    shipped = shipped_llm_settings(backend_option(backend)) if isinstance(backend, str) and backend else {}
     return {"cache": None, **shipped, **settings}
 
 
