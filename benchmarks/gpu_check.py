@@ -107,11 +107,11 @@ def unit_requests(max_tokens: int, sentences: int = 24) -> tuple[int, list[Any]]
     from litseg.segmentation.schema import SchemaLimits, get_schema, json_schema
     from litseg.chunkers.groups import PromptConfig
     from litseg.training.synthetic import load_prompt
-    from litseg.utils.config import from_dict
+    from litseg.utils.config import from_dict, shipped_option
 
     doc = prepare_document(REPO / "src/litseg/data/demo/the_two_lanterns.md")
     texts = unit_sentence_texts(doc, doc.units[0])[:sentences]
-    n, limits = len(texts), SchemaLimits.from_config(None)
+    n, limits = len(texts), SchemaLimits.from_config(shipped_option("method", "litseg_lite", "schema_limits"))
     prompt = from_dict(PromptConfig, load_prompt("litseg_lite_compact"), "prompt")
     messages = render_single_pass_messages(prompt, texts, None, unit_paragraph_starts(doc, doc.units[0])[:n])
     schema = json_schema(get_schema(prompt.schema), n_sentences=n, bounded=limits)

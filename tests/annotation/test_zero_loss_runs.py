@@ -43,7 +43,7 @@ def compose(method: str, corpus: Path, cache: Path, *, seed: int, replay: bool =
                                                    "print_table=0", "view=false"])
     with open_dict(cfg):
         cfg.llm = OmegaConf.create({"backend": "tests.fuzz_replies:make_fuzz_model", "seed": seed,
-                                    "cache": {"path": str(cache), "replay": replay}})
+                                    "cache": {"enabled": True, "path": str(cache), "replay": replay, "timeout_s": 60}})
         cfg.method.workers = 1
     return cfg
 

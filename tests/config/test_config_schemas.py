@@ -84,16 +84,6 @@ def test_schema_defaults_agree_with_the_default_yaml(group):
 # --------------------------------------------------------------------------------------------
 # One home for every default (docs/extending.md): a value the YAML writes has no default in code
 
-#: Schemas whose fields keep a default in code that a YAML writes too (equal, which the test above
-#: checks), each for a reason of its own; the rule holds for every schema not listed.
-NOT_YET_ONE_HOME = {
-    # An llm section written in code (tests, dry runs, build_llm from Python) names only what it
-    # sets and takes the rest from its backend's conf/llm file (litseg.llm.config.shipped_llm_settings:
-    # openai, transformers, embedded, vllm, replay, scripted); not its cache.
-    "CacheConfig": "a cache section written in code names only what it sets (enabled: null follows path, "
-                   "a rule no YAML writes; filled from a YAML, a cache left unnamed would be turned on)",
-    "SinglePassPrompt": "paragraph_breaks unwritten stays out of the prompt hashed into run fingerprints",
-}
 
 
 def _field_default(f: dataclasses.Field):
@@ -131,7 +121,7 @@ def _second_copy(typed, path: tuple, value) -> str | None:
         if depth == len(path) - 1:
             owner = type(node).__name__
             has_default = _field_default(f) is not dataclasses.MISSING
-            return f"a default of {owner}.{key}" if has_default and owner not in NOT_YET_ONE_HOME else None
+            return f"a default of {owner}.{key}" if has_default else None
         node = getattr(node, key)
     return None
 

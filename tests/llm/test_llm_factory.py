@@ -94,7 +94,7 @@ def test_module_attribute_backend() -> None:
     ({}, "needs a backend"),
     ({"backend": "scripted", "answers": ["a"], "cache": {"path": "x", "colour": 1}}, "unknown key"),
     ({"backend": "scripted", "answers": ["a"], "cache": {"enabled": True}}, "needs llm.cache.path"),
-    ({"backend": "replay"}, "set cache.path"),
+    ({"backend": "replay", "cache": {"path": "missing.sqlite"}}, "nothing to replay"),
     ({"backend": "scripted"}, "non-empty list of answers"),
 ])
 def test_bad_configs_fail_clearly(cfg: dict, message: str) -> None:

@@ -151,12 +151,11 @@ def test_bounded_schema_limits_free_text_and_lists_under_xgrammar() -> None:
     xgr = pytest.importorskip("xgrammar")
     from xgrammar.testing import _is_grammar_accept_string
 
-    from litseg.segmentation.schema import TEXT_BOUNDS
-
-    schema = json_schema(get_schema("lite"), n_sentences=9, bounded=True)
+    limits = {"text": {"subtitle": 200, "chapter_title": 200}, "lists": {"context_idx": None}}
+    schema = json_schema(get_schema("lite"), n_sentences=9, bounded=limits)
     grammar = xgr.Grammar.from_json_schema(json.dumps(schema), strict_mode=True)
     assert _is_grammar_accept_string(grammar, _example_json("lite"))
-    long_title = "x" * (TEXT_BOUNDS["subtitle"] + 1)
+    long_title = "x" * (limits["text"]["subtitle"] + 1)
     assert not _is_grammar_accept_string(grammar, _example_json("lite").replace('"Arrival"', f'"{long_title}"'))
     seg_items = schema["properties"]["step3"]["properties"]["segments"]
     assert seg_items["maxItems"] == 9

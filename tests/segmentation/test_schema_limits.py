@@ -21,8 +21,6 @@ from litseg.llm.base import ChatRequest
 from litseg.llm.testing import ScriptedChatModel
 from litseg.segmentation.preprocess import prepare_document
 from litseg.segmentation.schema import (
-    LIST_BOUNDS,
-    TEXT_BOUNDS,
     SchemaLimits,
     clip_to_schema,
     get_schema,
@@ -56,35 +54,45 @@ def book(tmp_path: Path) -> Document:
 
 
 # ------------------------------------------------------------------------------- the limits
-def test_default_limits_leave_room_for_long_reasoning() -> None:
+def teacher_limits() -> SchemaLimits:
+    return SchemaLimits.from_config(method_params("litseg")["schema_limits"])
+
+
+def test_shipped_limits_leave_room_for_long_reasoning() -> None:
     # Several hundred words of events or threads, subtitles of a sentence, lists as long as the unit.
-    assert TEXT_BOUNDS["step_1_events"] >= 3000 and TEXT_BOUNDS["step_2_threads"] >= 3000
-    assert TEXT_BOUNDS["subtitle"] >= 150 and TEXT_BOUNDS["description"] >= 400
-    assert LIST_BOUNDS == {"step_3_turning_points": None, "context_idx": None}
-    schema = json_schema(get_schema("stage3"), n_sentences=37, bounded=True)
+    for method in ("litseg", "litseg_lite"):
+        limits = SchemaLimits.from_config(method_params(method)["schema_limits"])
+        assert limits.text["step_1_events"] >= 3000 and limits.text["step_2_threads"] >= 3000
+        assert limits.text["subtitle"] >= 150 and limits.text["description"] >= 400
+        assert limits.lists == {"step_3_turning_points": None, "context_idx": None}
+    schema = json_schema(get_schema("stage3"), n_sentences=37, bounded=teacher_limits())
     # null bounds: one more than the unit's sentences (a valid answer never reaches them)
     assert schema["properties"]["step_3_turning_points"]["maxItems"] == 38
     seg = schema["properties"]["segments"]["items"]["properties"]
-    assert seg["context_idx"]["maxItems"] == 38 and seg["subtitle"]["maxLength"] == TEXT_BOUNDS["subtitle"]
+    assert seg["context_idx"]["maxItems"] == 38 and seg["subtitle"]["maxLength"] == teacher_limits().text["subtitle"]
 
 
 def test_limits_are_configurable_and_checked() -> None:
     limits = SchemaLimits.from_config({"text": {"step_1_events": 50}, "lists": {"context_idx": 3}})
-    assert limits.text["step_1_events"] == 50 and limits.text["subtitle"] == TEXT_BOUNDS["subtitle"]
+    assert limits.text == {"step_1_events": 50}  # a field named in neither is not bounded
     schema = json_schema(get_schema("stage1"), bounded=limits)
     assert schema["properties"]["step_1_events"]["maxLength"] == 50
     lite = json_schema(get_schema("lite"), n_sentences=9, bounded=limits)
     assert lite["properties"]["step3"]["properties"]["segments"]["items"]["properties"]["context_idx"]["maxItems"] == 3
+    assert "maxLength" not in json.dumps(lite["properties"]["step3"]["properties"]["segments"])
     assert "maxLength" not in json.dumps(json_schema(get_schema("stage1")))  # unbounded unless asked
     with pytest.raises(ValueError, match="characters"):
-        SchemaLimits.from_config({"text": {"subtitle": 0}})
+        SchemaLimits.from_config({"text": {"subtitle": 0}, "lists": {}})
     with pytest.raises(ValueError, match="unknown"):
-        SchemaLimits.from_config({"strings": {}})
+        SchemaLimits.from_config({"strings": {}, "text": {}, "lists": {}})
+    # the values have one home, the method's YAML: a section without both parts is refused
+    with pytest.raises(ValueError, match=r"missing \['lists'\]"):
+        SchemaLimits.from_config({"text": {"subtitle": 10}})
 
 
 def test_limit_hits_name_every_field_at_its_limit() -> None:
     limits = SchemaLimits.from_config({"text": {"subtitle": 5, "step_1_events": 10},
-                                       "lists": {"step_3_turning_points": 2}})
+                                       "lists": {"step_3_turning_points": 2, "context_idx": None}})
     answer = {"step1": {"step_1_events": "x" * 10}, "step2": {"step_2_threads": "short"},
               "step3": {"chapter_title": "t", "step_3_turning_points": [{"type": "a", "description": "b"}] * 2,
                         "segments": [{"subtitle": "abcde", "from_idx": 1, "to_idx": 2, "context_idx": []},
@@ -96,14 +104,14 @@ def test_limit_hits_name_every_field_at_its_limit() -> None:
                     "step3.segments[1].context_idx": (4, 4, "items")}  # null limit: n sentences + 1
     # a list as long as the unit has sentences is one a valid answer may have: not a cut
     whole = {"step3": {"step_3_turning_points": [{"type": "a", "description": "b"}] * 3}}
-    assert not limit_hits(whole, SchemaLimits.from_config(None), n_sentences=3)
+    assert not limit_hits(whole, teacher_limits(), n_sentences=3)
     # ``segments`` is bounded by n as well, but a full list of n blocks is a valid answer, not a cut.
     assert not limit_hits({"segments": [{"subtitle": ""}] * 3}, limits, n_sentences=3)
 
 
 def test_clip_to_schema_cuts_like_a_constrained_decoder() -> None:
     schema = json_schema(get_schema("stage3"), n_sentences=4,
-                         bounded=SchemaLimits.from_config({"text": {"subtitle": 3}, "lists": {"context_idx": 1}}))
+                         bounded={"text": {"subtitle": 3}, "lists": {"context_idx": 1}})
     value = {"chapter_title": "c", "step_3_turning_points": [],
              "segments": [{"subtitle": "abcdef", "from_idx": 1, "to_idx": 4, "context_idx": []},
                           {"subtitle": "x", "from_idx": 2, "to_idx": 2, "context_idx": [3, 4]}]}

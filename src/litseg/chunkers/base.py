@@ -148,8 +148,18 @@ M = TypeVar("M", bound=MethodConfig)
 def method_settings(config: type[M], name: str, settings: Mapping[str, Any]) -> M:
     """The typed settings of chunker ``name`` given from Python (a chunker's constructor): those in
     ``settings``, the rest from ``conf/method/<name>.yaml``, their one home
-    (:func:`~litseg.utils.config.shipped_option`; nothing for a plug-in without a file there)."""
-    return config(**{**shipped_option("method", name), **settings, "name": name})
+    (:func:`~litseg.utils.config.shipped_option`; nothing for a plug-in without a file there).
+    A mapping given in part is laid over the file's, as a command-line override is
+    (``schema_limits={"text": {"subtitle": 10}}`` keeps the file's other limits)."""
+    return config(**{**_laid_over(shipped_option("method", name), settings), "name": name})
+
+
+def _laid_over(base: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in given.items():
+        below = out.get(key)
+        out[key] = _laid_over(below, value) if isinstance(below, Mapping) and isinstance(value, Mapping) else value
+    return out
 
 
 def register(name: str, config: type[MethodConfig]) -> Callable[[ChunkerFactory], ChunkerFactory]:

@@ -42,7 +42,7 @@ class SinglePassPrompt(PromptConfig):
     system: str
     user: str
     length_hint: str
-    paragraph_breaks: bool = False  # show the source's paragraph breaks as empty lines
+    paragraph_breaks: bool  # show the source's paragraph breaks as empty lines
 
 
 @dataclass(kw_only=True)

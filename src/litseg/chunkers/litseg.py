@@ -229,7 +229,7 @@ class LitSegChunker(LLMChunker):
         if not self.constrained:
             return None
         return json_schema(self.answer_models[stage], n_sentences=n,
-                           bounded=self.schema_limits if self.bounded_schema else False)
+                           bounded=self.schema_limits if self.bounded_schema else None)
 
     @property
     def _limits(self) -> SchemaLimits | None:

@@ -91,7 +91,7 @@ class LitSegLiteChunker(LLMChunker):
 
     def _grammar(self, n: int) -> str | None:
         """The coverage grammar of a unit of ``n`` sentences, bounded as the schema is."""
-        limits = self.schema_limits if self.bounded_schema else SchemaLimits.from_config(None)
+        limits = self.schema_limits  # the grammar's string lengths follow them, bounded schema or not
         return coverage_grammar(n, title_chars=limits.text["chapter_title"], subtitle_chars=limits.text["subtitle"],
                                 max_context=limits.list_limit("context_idx", n) or n,
                                 range_first=RANGE_FIRST[self.prompt.schema])
@@ -102,7 +102,7 @@ class LitSegLiteChunker(LLMChunker):
         if n == 0:
             return UnitResult(doc.book_id, unit.unit_id, [], {"tries": 0, "fallback": "none", "calls": 0})
         limits = self.schema_limits if self.constrained and self.bounded_schema else None
-        schema = (json_schema(self.answer_model, n_sentences=n, bounded=limits or False)
+        schema = (json_schema(self.answer_model, n_sentences=n, bounded=limits)
                   if self.constrained else None)
         grammar = self._grammar(n) if self.coverage_grammar else None
 
@@ -150,7 +150,7 @@ class LitSegLiteConfig(MethodConfig):
     coverage_grammar: bool
     cut_at_paragraphs: bool
     bounded_schema: bool
-    # The step texts are summaries here: the YAML halves the teacher's text bounds (TEXT_BOUNDS).
+    # The step texts are summaries here: the YAML halves the teacher's text bounds (conf/method/litseg.yaml).
     schema_limits: dict[str, dict[str, int | None]]
     fallback: str
     fallback_max_words: int

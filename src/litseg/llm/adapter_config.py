@@ -41,5 +41,5 @@ def inference_llm_config(model_path: str, adapter_dir: str | Path | None, *, bac
                          "for a server see litseg.llm.adapter_config)")
     config.update(settings)
     if cache:
-        config["cache"] = {"enabled": True, "path": ".cache/litseg/llm_responses.sqlite"}
+        config["cache"] = {"enabled": True}  # the rest from the backend's conf/llm file
     return config

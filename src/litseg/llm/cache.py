@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from litseg.llm.base import ChatModel, ChatModelError, ChatRequest, Completion, stable_json
-from litseg.llm.config import CacheConfig, ReplayLLMConfig
+from litseg.llm.config import ReplayLLMConfig
 from litseg.segmentation.types import NamedTokenizer
 
 log = logging.getLogger(__name__)
@@ -280,9 +280,9 @@ class ReplayChatModel(ChatModel):
     @classmethod
     def from_config(cls, section: ReplayLLMConfig) -> ReplayChatModel:
         """``backend: replay``: the file is ``path``, else ``cache.path``."""
-        cache = section.cache or CacheConfig()
-        path = section.path or cache.path
-        if not path:
+        cache = section.cache
+        path = section.path or (cache.path if cache else None)
+        if not path or cache is None:  # cache: None only when typed by hand, not via llm_config_from
             raise ValueError("replay backend: set cache.path (or path) to the recorded response cache")
         return cls(path, section.identity, timeout_s=cache.timeout_s)
 

@@ -37,12 +37,14 @@ S = TypeVar("S")
 
 @dataclass
 class CacheConfig:
-    """``llm.cache``: the SQLite response cache around the backend."""
+    """``llm.cache``: the SQLite response cache around the backend. Its values have their home in the
+    ``cache:`` section of each backend's conf/llm file; a cache written in code takes the ones it
+    leaves out from its backend's file (:func:`shipped_cache_settings`)."""
 
-    enabled: bool | None = None  # null: on when a path is given
-    path: str | None = None
-    replay: bool = False  # answer from the file only, never load the model
-    timeout_s: float = 60.0  # SQLite busy timeout
+    enabled: bool | None  # null: on when a path is given
+    path: str | None
+    replay: bool  # answer from the file only, never load the model
+    timeout_s: float  # SQLite busy timeout
 
 
 @config_schema("judge_llm", entry="train", key="judge_llm", default_option="embedded")
@@ -88,6 +90,19 @@ def shipped_llm_settings(option: str) -> dict[str, Any]:
     assert isinstance(resolved, dict)
     return {str(k): v for k, v in resolved.items()
             if k not in ("backend", "cache") and not OmegaConf.is_missing(node, k)}
+
+
+def shipped_cache_settings(option: str) -> dict[str, Any]:
+    """The ``cache:`` section of ``conf/llm/<option>.yaml`` (resolved), the home of the values a cache
+    written in code leaves out; empty for a backend without one (a plug-in: its code names them all)."""
+    from omegaconf import OmegaConf
+
+    cache = shipped_option("llm", option).get("cache")
+    if not isinstance(cache, Mapping):
+        return {}
+    resolved = OmegaConf.to_container(OmegaConf.create(dict(cache)), resolve=True)
+    assert isinstance(resolved, dict)
+    return {str(k): v for k, v in resolved.items()}
 
 
 def backend_settings(config: type[S], option: str, given: Mapping[str, Any]) -> S:
@@ -311,7 +326,6 @@ class ScriptedLLMConfig(LLMConfig):
     values of ``answers``, ``name`` and ``cycle`` have their home in conf/llm/scripted.yaml: a section
     written in code gets what it leaves out from there (llm_config_from)."""
 
-    cache: CacheConfig | None = None  # a script is never cached unless asked
     context_window: int | None = None
     answers: list[Any] | None  # strings, or ready Completions from code
     name: str

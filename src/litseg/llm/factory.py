@@ -10,6 +10,7 @@
       enabled: true
       path: .cache/litseg/llm_responses.sqlite
       replay: false              # true: answer from the file only, never load the model
+      timeout_s: 60              # SQLite busy timeout
 
 One way from config to model: the section is typed by :class:`~litseg.llm.config.LLMConfig`
 (which picks the backend's own class, so a misspelt setting fails with its dotted path), then
@@ -29,7 +30,8 @@ from typing import Any
 from litseg.llm.backends import backend_option, get_backend
 from litseg.llm.base import ChatModel
 from litseg.llm.cache import CachedChatModel, ReplayChatModel
-from litseg.llm.config import CacheConfig, LLMConfig, PluginLLMConfig, ReplayLLMConfig, shipped_llm_settings
+from litseg.llm.config import (CacheConfig, LLMConfig, PluginLLMConfig, ReplayLLMConfig, shipped_cache_settings,
+                               shipped_llm_settings)
 from litseg.utils.config import from_dict, to_plain
 
 def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
@@ -43,10 +45,15 @@ def _section(config: Mapping[str, Any] | Any) -> dict[str, Any]:
         if unknown:
             raise ValueError(f"llm.cache: unknown key(s) {unknown}; known: {sorted(known)}")
     # A section written in code names only what it sets: the backend's other settings are those of
-    # its conf/llm file (none for a plug-in), their one home. The YAML files always name the cache;
-    # a config written in code may leave it out: no cache.
+    # its conf/llm file (none for a plug-in), their one home, and so are those of a cache it names
+    # in part. The YAML files always name the cache; a config written in code may leave it out: no cache.
     backend = settings.get("backend")
-    shipped = shipped_llm_settings(backend_option(backend)) if isinstance(backend, str) and backend else {}
+    option = backend_option(backend) if isinstance(backend, str) and backend else None
+    shipped = shipped_llm_settings(option) if option else {}
+    if option == "replay" and cache is None:  # the cache file is the model: its settings are replay.yaml's
+        cache = {}
+    if isinstance(cache, Mapping) and option:
+        settings = {**settings, "cache": {**shipped_cache_settings(option), **cache}}
     return {"cache": None, **shipped, **settings}
 
 

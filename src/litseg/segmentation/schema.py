@@ -227,21 +227,6 @@ _KEEP_KEYWORDS = {
 }
 _INDEX_FIELDS = {"from_idx", "to_idx"}
 
-#: Default length limits of ``json_schema(..., bounded=True)``. Under a grammar a weak model can
-#: keep writing a free-text field until it runs out of tokens; a limit makes every field end. The
-#: limits are sized to leave the reasoning whole, not to keep answers short: the shared strong-teacher
-#: annotations have step texts of up to about 2,100 characters (350 words) and subtitles of up to 120,
-#: so a step text may run to 6,000 characters (about 1,000 words) and a subtitle to 200. Strings:
-#: maximum characters.
-TEXT_BOUNDS: dict[str, int] = {
-    "step_1_events": 6000, "step_2_threads": 6000, "chapter_title": 200, "subtitle": 200,
-    "type": 80, "description": 600,
-}
-#: Lists: maximum items; ``None`` means one more than the unit has sentences (a list that long is
-#: never needed by a valid answer, so the limit only stops a runaway one, and reaching it is never
-#: a whole answer). ``segments`` is always bounded by the number of sentences.
-LIST_BOUNDS: dict[str, int | None] = {"step_3_turning_points": None, "context_idx": None}
-
 #: Characters per token assumed when a token budget is checked against the text limits: below the
 #: 3.5 measured on the teacher's step texts with the SmolLM2 tokenizer, so the check errs safe.
 CHARS_PER_TOKEN = 3.0
@@ -251,25 +236,32 @@ CHARS_PER_TOKEN = 3.0
 class SchemaLimits:
     """The ``maxLength`` / ``maxItems`` limits put into a bounded schema (config: ``schema_limits``).
 
-    ``text`` maps a string field's name to its maximum characters; ``lists`` maps a list field's
-    name to its maximum items (``None``: the unit's number of sentences). Field names apply
-    wherever the field occurs in an answer.
+    Under a grammar a weak model can keep writing a free-text field until it runs out of tokens; a
+    limit makes every field end. ``text`` maps a string field's name to its maximum characters;
+    ``lists`` maps a list field's name to its maximum items (``None``: one more than the unit has
+    sentences, which a valid answer never needs, so the limit only stops a runaway list). Field
+    names apply wherever the field occurs in an answer; a field named in neither is not bounded.
+    The values have one home, the ``schema_limits`` of each method's YAML (conf/method/litseg.yaml,
+    litseg_lite.yaml), where they are sized against the strong teacher's answers.
     """
 
-    text: Mapping[str, int] = field(default_factory=lambda: dict(TEXT_BOUNDS))
-    lists: Mapping[str, int | None] = field(default_factory=lambda: dict(LIST_BOUNDS))
+    text: Mapping[str, int]
+    lists: Mapping[str, int | None]
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | SchemaLimits | None) -> SchemaLimits:
-        """Defaults updated with ``cfg`` (``{text: {...}, lists: {...}}``); None keeps the defaults."""
+    def from_config(cls, cfg: Mapping[str, Any] | SchemaLimits) -> SchemaLimits:
+        """The limits a ``schema_limits`` section (``{text: {...}, lists: {...}}``) writes, checked."""
         if isinstance(cfg, SchemaLimits):
             return cfg
-        cfg = dict(cfg or {})
-        unknown = set(cfg) - {"text", "lists"}
-        if unknown:
-            raise ValueError(f"schema_limits: unknown key(s) {sorted(unknown)}; use text: and lists:")
-        text = {**TEXT_BOUNDS, **{str(k): v for k, v in dict(cfg.get("text") or {}).items()}}
-        lists = {**LIST_BOUNDS, **{str(k): v for k, v in dict(cfg.get("lists") or {}).items()}}
+        if not isinstance(cfg, Mapping):
+            raise ValueError(f"schema_limits: expected a mapping with text: and lists:, got {cfg!r}")
+        cfg = dict(cfg)
+        unknown, absent = set(cfg) - {"text", "lists"}, {"text", "lists"} - set(cfg)
+        if unknown or absent:
+            raise ValueError(f"schema_limits: unknown key(s) {sorted(unknown)}, missing {sorted(absent)}; "
+                             "it holds text: and lists: (as conf/method/litseg.yaml writes them)")
+        text = {str(k): v for k, v in dict(cfg["text"] or {}).items()}
+        lists = {str(k): v for k, v in dict(cfg["lists"] or {}).items()}
         for name, value in text.items():
             if value is None or int(value) < 1:
                 raise ValueError(f"schema_limits.text.{name} must be a number of characters >= 1, got {value!r}")
@@ -391,7 +383,7 @@ def clip_to_schema(value: Any, schema: Mapping[str, Any]) -> Any:
 
 def json_schema(
     model: type[BaseModel], *, n_sentences: int | None = None, descriptions: bool = True,
-    bounded: bool | SchemaLimits = False,
+    bounded: SchemaLimits | Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A self-contained JSON Schema for ``model`` suited to constrained decoding.
 
@@ -404,18 +396,17 @@ def json_schema(
     ``n_sentences`` unset there. lm-format-enforcer accepts the bounds but does not enforce
     them; semantic validation catches out-of-range indices either way.
 
-    ``bounded`` adds ``maxLength`` to free-text fields and ``maxItems`` to lists so that a
-    grammar-constrained answer always ends: ``True`` uses the default :class:`SchemaLimits`
-    (:data:`TEXT_BOUNDS`, :data:`LIST_BOUNDS`), a :class:`SchemaLimits` its own; ``segments`` is
-    at most ``n_sentences`` either way. xgrammar honours them, some hosted APIs reject them.
+    ``bounded`` (a :class:`SchemaLimits` or its config section) adds ``maxLength`` to free-text
+    fields and ``maxItems`` to lists so that a grammar-constrained answer always ends; ``segments``
+    is at most ``n_sentences`` either way. xgrammar honours them, some hosted APIs reject them.
     """
     if n_sentences is not None and n_sentences < 1:
         raise ValueError(f"n_sentences must be >= 1, got {n_sentences}")
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
     out = _clean(_inline(raw, defs, depth=0), n_sentences=n_sentences, descriptions=descriptions)
-    if bounded is not False:
-        _bound(out, n_sentences, SchemaLimits() if bounded is True else SchemaLimits.from_config(bounded))
+    if bounded is not None:
+        _bound(out, n_sentences, SchemaLimits.from_config(bounded))
     return out
 
 

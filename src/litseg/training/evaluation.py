@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from litseg.segmentation.parsing import parse_answer
-from litseg.segmentation.schema import get_schema, json_schema
+from litseg.segmentation.schema import SchemaLimits, get_schema, json_schema
 from litseg.segmentation.validation import blocking_issues, validate_segments
 from litseg.errors import is_unavailable
 from litseg.llm.base import ChatModelError, ChatRequest
+from litseg.utils.config import shipped_option
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ def evaluate_split(rows: Sequence[Mapping[str, Any]], llm: Any, reward_funcs: Se
     rows = list(rows)
     if not rows:
         return {}
+    # the student is LitSeg-Lite: its answers are bounded as annotate.py bounds them (one home of the limits)
+    limits = SchemaLimits.from_config(shipped_option("method", "litseg_lite", "schema_limits"))
     texts: list[str] = []
     finishes: list[str] = []
     unanswered: list[str] = []
@@ -39,7 +42,7 @@ def evaluate_split(rows: Sequence[Mapping[str, Any]], llm: Any, reward_funcs: Se
         part = rows[start:start + batch_size]
         requests = [ChatRequest(
             messages=list(r["prompt"]), max_tokens=max_new_tokens,
-            json_schema=json_schema(get_schema(str(r["schema"])), n_sentences=int(r["n_sentences"]), bounded=True)
+            json_schema=json_schema(get_schema(str(r["schema"])), n_sentences=int(r["n_sentences"]), bounded=limits)
             if constrained else None) for r in part]
         for completion in llm.chat_batch(requests):
             texts.append(completion.text if completion.error is None else "")
