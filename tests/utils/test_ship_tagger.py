@@ -82,3 +82,35 @@ def test_a_writer_source_without_an_adapter_is_a_setup_error(tmp_path: Path) -> 
     with pytest.raises(SetupError, match="holds no writer adapter"):
         ship(_boundary_run(tmp_path / "run"), "tagger-x", dest_root=tmp_path / "models", writer_run=tmp_path)
     assert not (tmp_path / "models").exists()
+
+
+def test_shipped_nets_are_half_size_and_load_as_the_run_saved_them(tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    from litseg.chunkers.tagger_model import load_nets
+
+    run = _boundary_run(tmp_path / "run")
+    _shipped_with_writer(tmp_path / "models", "tagger-x")
+    shipped = ship(run, "tagger-x", dest_root=tmp_path / "models", writer_run=tmp_path / "models" / "tagger-x")
+    assert all(t.dtype == torch.float16 for t in load_file(str(shipped / "boundary.safetensors")).values())
+    meta = json.loads((shipped / "tagger.json").read_text())
+    nets = load_nets(shipped, meta["nets"], 384)
+    saved = load_file(str(run / "tagger" / "boundary.safetensors"))
+    for name, tensor in nets.boundary[0].state_dict().items():
+        assert tensor.dtype == torch.float32
+        assert torch.allclose(tensor, saved[f"0.{name}"], atol=1e-3, rtol=1e-3)
+    assert meta["run_digest"] == "tiny" and meta["digest"] != "tiny"
+
+
+def test_a_ship_over_the_size_limit_leaves_the_shipped_folder_alone(tmp_path: Path, monkeypatch) -> None:
+    import litseg.models.ship_tagger as ship_tagger
+
+    dest_root = tmp_path / "models"
+    before = _shipped_with_writer(dest_root, "tagger-x")
+    files = sorted(p.relative_to(before) for p in before.rglob("*"))
+    monkeypatch.setattr(ship_tagger, "MAX_BYTES", 1000)
+    with pytest.raises(SetupError, match="left as it was"):
+        ship(_boundary_run(tmp_path / "run"), "tagger-x", dest_root=dest_root, writer_run=before)
+    assert sorted(p.relative_to(before) for p in before.rglob("*")) == files
+    assert [p.name for p in dest_root.iterdir()] == ["tagger-x"]  # no staging folder left behind

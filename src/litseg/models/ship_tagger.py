@@ -2,8 +2,9 @@
 
     python -m litseg.models.ship_tagger outputs/train/tagger [--name litseg-tagger-minilm-smollm2]
 
-Copies ``RUN/tagger`` (the boundary and context nets, ``tagger.json``, ``training.json``) and its
-writer adapter (stored in bfloat16, as :mod:`litseg.models.ship` stores adapters) to
+Copies ``RUN/tagger`` (the boundary nets stored in float16, the context net, ``tagger.json``,
+``training.json``) and its writer adapter (stored in bfloat16, as :mod:`litseg.models.ship` stores
+adapters) to
 ``src/litseg/models/NAME/``, and writes ``README.md``, the model card, from the run's own records
 (``tagger.json``, ``train_summary.json``, ``data_report.json``). Nothing is typed by hand: rerun
 it after a new training run.
@@ -22,7 +23,7 @@ from typing import Any
 
 from litseg.errors import SetupError
 from litseg.run_result import SETUP_EXIT
-from litseg.models import MODELS_DIR
+from litseg.models import MODELS_DIR, weights_digest
 from litseg.models.ship import MAX_BYTES, convert_weights
 
 DEFAULT_NAME = "litseg-tagger-minilm-smollm2"
@@ -83,7 +84,8 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
         "## Training", "",
         f"Run `{summary.get('run_dir')}`, commit `{meta.get('git_commit')}`. Boundary stage: "
         f"{_fmt(boundary.get('seconds'))} s; tensors changed {((boundary.get('params') or {}).get('changed_tensors'))} of "
-        f"{((boundary.get('params') or {}).get('trainable_tensors'))}. Writer (SFT"
+        f"{((boundary.get('params') or {}).get('trainable_tensors'))}; shipped in float16 (weights digest "
+        f"`{meta.get('digest')}`, the run's `{meta.get('run_digest')}`). Writer (SFT"
         f"{', trained in run `' + str(writer['run']) + '`' if writer.get('run') and writer['run'] != summary.get('run_dir') else ''}"
         f"{', carried over from the shipped `' + writer['shipped_as'] + '`' if writer.get('shipped_as') else ''}): "
         + (f"{sft.get('global_step')} optimiser steps in {_fmt(sft.get('seconds'))} s, training loss "
@@ -129,36 +131,52 @@ def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR, writ
     writer_src: Path | None = src / "writer" if (src / "writer" / "adapter_config.json").is_file() else None
     sft = (summary.get("stages") or {}).get("sft")
     writer = {**(meta.get("writer") or {}), "run": str(run)} if writer_src else None
-    staging = Path(tempfile.mkdtemp(prefix="ship-tagger-"))
+    if writer_run is not None:
+        writer_src, writer, sft, writer_report = _writer_source(writer_run)
+        # the book split is the run's own (the same split file); the writer's examples are its run's
+        report = {**report, **{k: writer_report[k] for k in ("examples", "dropped") if k in writer_report}}
+    dest = dest_root / name
+    # Everything is built in a staging folder beside ``dest`` and swapped in only when whole and
+    # small enough: a failed ship leaves the shipped model as it was (and the writer may come from it).
+    dest_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=dest_root))
     try:
-        if writer_run is not None:
-            found, writer, sft, writer_report = _writer_source(writer_run)
-            # the book split is the run's own (the same split file); the writer's examples are its run's
-            report = {**report, **{k: writer_report[k] for k in ("examples", "dropped") if k in writer_report}}
-            writer_src = staging / "writer"  # kept aside first: the folder may be the one replaced below
-            shutil.copytree(found, writer_src)
         summary["stages"] = {**(summary.get("stages") or {}), "sft": sft or {}}
         meta = {**meta, "writer": writer, "writer_training": sft,
                 "writer_data": {k: report[k] for k in ("examples", "dropped") if k in report}}
         meta.pop("writer_run", None)
-        dest = dest_root / name
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        for item in ("boundary.safetensors", "context.safetensors", "training.json"):
-            shutil.copy2(src / item, dest / item)
+        half_nets(src / "boundary.safetensors", staging / "boundary.safetensors")
+        for item in ("context.safetensors", "training.json"):
+            shutil.copy2(src / item, staging / item)
         if writer_src is not None:
-            (dest / "writer").mkdir()
-            shutil.copy2(writer_src / "adapter_config.json", dest / "writer" / "adapter_config.json")
-            convert_weights(writer_src / "adapter_model.safetensors", dest / "writer" / "adapter_model.safetensors")
+            (staging / "writer").mkdir()
+            shutil.copy2(writer_src / "adapter_config.json", staging / "writer" / "adapter_config.json")
+            convert_weights(writer_src / "adapter_model.safetensors", staging / "writer" / "adapter_model.safetensors")
+        # the shipped weights are not the run's (float16 nets, bfloat16 writer): their own identity
+        meta = {**meta, "name": name, "run_digest": meta.get("digest"), "digest": weights_digest(staging),
+                "training": _read(src / "training.json")}
+        (staging / "tagger.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "training"}, indent=1) + "\n")
+        (staging / "README.md").write_text(model_card(name, meta, summary, report), encoding="utf-8")
+        size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        if size > MAX_BYTES:
+            raise SetupError(f"{name} would be {size} bytes, over the {MAX_BYTES} a shipped model may take; "
+                             f"{dest} is left as it was")
+        shutil.rmtree(dest, ignore_errors=True)
+        staging.rename(dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    meta = {**meta, "name": name, "training": _read(src / "training.json")}
-    (dest / "tagger.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "training"}, indent=1) + "\n")
-    (dest / "README.md").write_text(model_card(name, meta, summary, report), encoding="utf-8")
-    size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
-    if size > MAX_BYTES:
-        raise SetupError(f"{dest} is {size} bytes, over the {MAX_BYTES} a shipped model may take")
     return dest
+
+
+def half_nets(src: Path, dst: Path) -> None:
+    """The boundary nets in float16 (half the package size; the loader runs them in float32, and the
+    scores docs/training.md reports are this shipped folder's). The LM feature statistics stay float32."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = {k: (v if k.startswith("lm_norm.") else v.to(torch.float16)).contiguous()
+               for k, v in load_file(str(src)).items()}
+    save_file(tensors, str(dst), metadata={"format": "pt"})
 
 
 def main() -> None:
