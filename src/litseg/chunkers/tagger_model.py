@@ -246,7 +246,8 @@ def load_nets(folder: Path, settings: dict[str, Any], embedding_dim: int) -> Tag
     if s.features_version != FEATURES_VERSION:
         raise ValueError(f"{folder}: tagger trained on features {s.features_version!r}, this litseg computes "
                          f"{FEATURES_VERSION!r}; retrain it (python train.py +experiment=tagger)")
-    weights = load_file(str(folder / "boundary.safetensors"))
+    # ship_tagger stores the nets in float16 (half the package size); they always run in float32
+    weights = {name: t.float() for name, t in load_file(str(folder / "boundary.safetensors")).items()}
     d_in = input_width(embedding_dim, s)
     boundary = []
     for k in range(s.ensemble):

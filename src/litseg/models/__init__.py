@@ -46,3 +46,13 @@ def adapter_digest(path: str | Path) -> str | None:
     for f in files:
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+def weights_digest(folder: Path) -> str:
+    """SHA-256 of every ``*.safetensors`` file under ``folder`` with its relative path (a tagger's
+    identity in run fingerprints: other weights in the same folder are another model)."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*.safetensors")):
+        h.update(path.relative_to(folder).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]

@@ -2,8 +2,9 @@
 
     python -m litseg.models.ship_tagger outputs/train/tagger [--name litseg-tagger-minilm-smollm2]
 
-Copies ``RUN/tagger`` (the boundary and context nets, ``tagger.json``, ``training.json``) and its
-writer adapter (stored in bfloat16, as :mod:`litseg.models.ship` stores adapters) to
+Copies ``RUN/tagger`` (the boundary nets stored in float16, the context net, ``tagger.json``,
+``training.json``) and its writer adapter (stored in bfloat16, as :mod:`litseg.models.ship` stores
+adapters) to
 ``src/litseg/models/NAME/``, and writes ``README.md``, the model card, from the run's own records
 (``tagger.json``, ``train_summary.json``, ``data_report.json``). Nothing is typed by hand: rerun
 it after a new training run.
@@ -15,13 +16,14 @@ import argparse
 import json
 import shutil
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from litseg.errors import SetupError
 from litseg.run_result import SETUP_EXIT
-from litseg.models import MODELS_DIR
+from litseg.models import MODELS_DIR, weights_digest
 from litseg.models.ship import MAX_BYTES, convert_weights
 
 DEFAULT_NAME = "litseg-tagger-minilm-smollm2"
@@ -82,10 +84,15 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
         "## Training", "",
         f"Run `{summary.get('run_dir')}`, commit `{meta.get('git_commit')}`. Boundary stage: "
         f"{_fmt(boundary.get('seconds'))} s; tensors changed {((boundary.get('params') or {}).get('changed_tensors'))} of "
-        f"{((boundary.get('params') or {}).get('trainable_tensors'))}. Writer (SFT"
-        f"{', trained in run `' + meta['writer_run'] + '`' if meta.get('writer_run') else ''}): {sft.get('global_step')} optimiser steps "
-        f"in {_fmt(sft.get('seconds'))} s, training loss {_fmt(sft.get('train_loss'))}; tensors changed "
-        f"{((sft.get('params') or {}).get('changed_tensors'))} of {((sft.get('params') or {}).get('trainable_tensors'))}.", "",
+        f"{((boundary.get('params') or {}).get('trainable_tensors'))}; shipped in float16 (weights digest "
+        f"`{meta.get('digest')}`, the run's `{meta.get('run_digest')}`). Writer (SFT"
+        f"{', trained in run `' + str(writer['run']) + '`' if writer.get('run') and writer['run'] != summary.get('run_dir') else ''}"
+        f"{', carried over from the shipped `' + writer['shipped_as'] + '`' if writer.get('shipped_as') else ''}): "
+        + (f"{sft.get('global_step')} optimiser steps in {_fmt(sft.get('seconds'))} s, training loss "
+           f"{_fmt(sft.get('train_loss'))}; tensors changed {((sft.get('params') or {}).get('changed_tensors'))} of "
+           f"{((sft.get('params') or {}).get('trainable_tensors'))}." if sft else
+           "its training record was not kept in the folder it was carried over from (see that run's "
+           "train_summary.json and the earlier model card in git)."), "",
         "## Evaluation at the end of training (validation books)", "", "| metric | value |", "|---|---|",
         *[f"| {k} | {_fmt(v)} |" for k, v in sorted(evaluation.items())], "",
         "The student table in docs/training.md scores it on the held-out test books against the other "
@@ -94,38 +101,82 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
     return "\n".join(lines)
 
 
+def _writer_source(writer_from: Path) -> tuple[Path, dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+    """The writer adapter folder, its ``writer`` stanza, its SFT record (None when not kept) and the
+    data report of ``writer_from``: a tagger training run, or a shipped tagger folder (whose
+    ``tagger.json`` keeps the writer's run and, since it was first shipped this way, its SFT record)."""
+    if (writer_from / "tagger" / "writer" / "adapter_config.json").is_file():  # a training run
+        meta = _read(writer_from / "tagger" / "tagger.json")
+        sft = _read(writer_from / "train_summary.json")["stages"]["sft"]
+        writer = {**meta["writer"], "run": str(writer_from)}
+        return writer_from / "tagger" / "writer", writer, sft, _read(writer_from / "data_report.json")
+    if (writer_from / "writer" / "adapter_config.json").is_file() and (writer_from / "tagger.json").is_file():
+        meta = _read(writer_from / "tagger.json")  # a shipped tagger
+        writer = {**meta["writer"], "run": meta["writer"].get("run") or meta.get("writer_run"),
+                  "shipped_as": meta.get("name")}
+        return writer_from / "writer", writer, meta.get("writer_training"), meta.get("writer_data") or {}
+    raise SetupError(f"{writer_from} holds no writer adapter (neither a tagger run's tagger/writer nor a "
+                     "shipped tagger's writer/)")
+
+
 def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR, writer_run: Path | None = None) -> Path:
     """Ship ``run``'s tagger as ``name``; ``writer_run``: take the writer (and its figures) from
-    that run instead, when ``run`` retrained the boundary nets alone (``stage.run=[boundary]``)."""
+    there instead, when ``run`` retrained the boundary nets alone (``stage.run=[boundary]``): a
+    tagger training run, or a shipped tagger folder (the one being replaced, too)."""
     src = run / "tagger"
     meta = _read(src / "tagger.json")
     if not meta:
         raise SetupError(f"{src} holds no tagger.json: train with python train.py +experiment=tagger first")
     summary, report = _read(run / "train_summary.json"), _read(run / "data_report.json")
-    writer_src = src / "writer"
+    writer_src: Path | None = src / "writer" if (src / "writer" / "adapter_config.json").is_file() else None
+    sft = (summary.get("stages") or {}).get("sft")
+    writer = {**(meta.get("writer") or {}), "run": str(run)} if writer_src else None
     if writer_run is not None:
-        writer_src = writer_run / "tagger" / "writer"
-        if not (writer_src / "adapter_config.json").is_file():
-            raise SetupError(f"{writer_src} holds no writer adapter")
-        writer_summary, report = _read(writer_run / "train_summary.json"), _read(writer_run / "data_report.json")
-        summary["stages"] = {**summary["stages"], "sft": writer_summary["stages"]["sft"]}
-        meta = {**meta, "writer": _read(writer_run / "tagger" / "tagger.json")["writer"], "writer_run": str(writer_run)}
+        writer_src, writer, sft, writer_report = _writer_source(writer_run)
+        # the book split is the run's own (the same split file); the writer's examples are its run's
+        report = {**report, **{k: writer_report[k] for k in ("examples", "dropped") if k in writer_report}}
     dest = dest_root / name
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    for item in ("boundary.safetensors", "context.safetensors", "training.json"):
-        shutil.copy2(src / item, dest / item)
-    if writer_src.is_dir():
-        (dest / "writer").mkdir()
-        shutil.copy2(writer_src / "adapter_config.json", dest / "writer" / "adapter_config.json")
-        convert_weights(writer_src / "adapter_model.safetensors", dest / "writer" / "adapter_model.safetensors")
-    meta = {**meta, "name": name, "training": _read(src / "training.json")}
-    (dest / "tagger.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "training"}, indent=1) + "\n")
-    (dest / "README.md").write_text(model_card(name, meta, summary, report), encoding="utf-8")
-    size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
-    if size > MAX_BYTES:
-        raise SetupError(f"{dest} is {size} bytes, over the {MAX_BYTES} a shipped model may take")
+    # Everything is built in a staging folder beside ``dest`` and swapped in only when whole and
+    # small enough: a failed ship leaves the shipped model as it was (and the writer may come from it).
+    dest_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=dest_root))
+    try:
+        summary["stages"] = {**(summary.get("stages") or {}), "sft": sft or {}}
+        meta = {**meta, "writer": writer, "writer_training": sft,
+                "writer_data": {k: report[k] for k in ("examples", "dropped") if k in report}}
+        meta.pop("writer_run", None)
+        half_nets(src / "boundary.safetensors", staging / "boundary.safetensors")
+        for item in ("context.safetensors", "training.json"):
+            shutil.copy2(src / item, staging / item)
+        if writer_src is not None:
+            (staging / "writer").mkdir()
+            shutil.copy2(writer_src / "adapter_config.json", staging / "writer" / "adapter_config.json")
+            convert_weights(writer_src / "adapter_model.safetensors", staging / "writer" / "adapter_model.safetensors")
+        # the shipped weights are not the run's (float16 nets, bfloat16 writer): their own identity
+        meta = {**meta, "name": name, "run_digest": meta.get("digest"), "digest": weights_digest(staging),
+                "training": _read(src / "training.json")}
+        (staging / "tagger.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "training"}, indent=1) + "\n")
+        (staging / "README.md").write_text(model_card(name, meta, summary, report), encoding="utf-8")
+        size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
+        if size > MAX_BYTES:
+            raise SetupError(f"{name} would be {size} bytes, over the {MAX_BYTES} a shipped model may take; "
+                             f"{dest} is left as it was")
+        shutil.rmtree(dest, ignore_errors=True)
+        staging.rename(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return dest
+
+
+def half_nets(src: Path, dst: Path) -> None:
+    """The boundary nets in float16 (half the package size; the loader runs them in float32, and the
+    scores docs/training.md reports are this shipped folder's). The LM feature statistics stay float32."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = {k: (v if k.startswith("lm_norm.") else v.to(torch.float16)).contiguous()
+               for k, v in load_file(str(src)).items()}
+    save_file(tensors, str(dst), metadata={"format": "pt"})
 
 
 def main() -> None:
@@ -133,7 +184,8 @@ def main() -> None:
     ap.add_argument("run", type=Path, help="a train.py +experiment=tagger run folder")
     ap.add_argument("--name", default=DEFAULT_NAME)
     ap.add_argument("--writer-from", type=Path, default=None,
-                    help="a tagger run whose writer to ship with these nets (for a run of stage.run=[boundary])")
+                    help="a tagger run, or a shipped tagger folder, whose writer to ship with these nets "
+                         "(for a run of stage.run=[boundary])")
     args = ap.parse_args()
     try:
         print(f"shipped {ship(args.run, args.name, writer_run=args.writer_from)}")

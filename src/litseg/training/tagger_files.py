@@ -13,11 +13,12 @@ tagger/
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 from typing import Any
+
+from litseg.models import weights_digest
 
 NET_FILES = ("boundary.safetensors", "context.safetensors", "training.json")
 
@@ -28,14 +29,6 @@ def boundary_metrics(record: dict[str, Any]) -> dict[str, float]:
     v = record["validation"]  # train_tagger_nets always writes it (the threshold chosen there)
     return {"eval/boundary_f1": float(v["f1"]), "eval/boundary_exact_f1": float(v["exact_f1"]),
             "eval/boundary_cuts": float(v["predicted"]), "eval/teacher_cuts": float(v["reference"])}
-
-
-def weights_digest(folder: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(folder.rglob("*.safetensors")):
-        h.update(path.relative_to(folder).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def assemble_tagger(plan: Any, dest: Path, boundary: dict[str, Any], writer_adapter: Path | None) -> Path:
