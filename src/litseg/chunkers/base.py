@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from litseg.chunkers.groups import FeedbackConfig, PromptConfig
 from litseg.errors import SetupError
 from litseg.llm.base import ChatModel
-from litseg.utils.config import ConfigError, config_schema, shipped_option
+from litseg.utils.config import ConfigError, config_schema, deep_merge, shipped_option
 from litseg.utils.registry import Registry
 from litseg.segmentation.types import Chunk, Document, Unit
 
@@ -151,15 +151,7 @@ def method_settings(config: type[M], name: str, settings: Mapping[str, Any]) -> 
     (:func:`~litseg.utils.config.shipped_option`; nothing for a plug-in without a file there).
     A mapping given in part is laid over the file's, as a command-line override is
     (``schema_limits={"text": {"subtitle": 10}}`` keeps the file's other limits)."""
-    return config(**{**_laid_over(shipped_option("method", name), settings), "name": name})
-
-
-def _laid_over(base: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in given.items():
-        below = out.get(key)
-        out[key] = _laid_over(below, value) if isinstance(below, Mapping) and isinstance(value, Mapping) else value
-    return out
+    return config(**{**deep_merge(shipped_option("method", name), settings), "name": name})
 
 
 def register(name: str, config: type[MethodConfig]) -> Callable[[ChunkerFactory], ChunkerFactory]:

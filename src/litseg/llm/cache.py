@@ -280,9 +280,11 @@ class ReplayChatModel(ChatModel):
     @classmethod
     def from_config(cls, section: ReplayLLMConfig) -> ReplayChatModel:
         """``backend: replay``: the file is ``path``, else ``cache.path``."""
-        cache = section.cache
-        path = section.path or (cache.path if cache else None)
-        if not path or cache is None:  # cache: None only when typed by hand, not via llm_config_from
+        cache = section.cache  # never None from llm_config_from: replay.yaml's cache fills it
+        if cache is None:
+            raise ValueError("replay backend: its cache section is missing (build it with llm_config_from)")
+        path = section.path or cache.path
+        if not path:
             raise ValueError("replay backend: set cache.path (or path) to the recorded response cache")
         return cls(path, section.identity, timeout_s=cache.timeout_s)
 

@@ -53,12 +53,14 @@ def _settings(path: Path) -> dict[str, Any]:
     return {k: cfg.get(k) for k in ("experiment_name", "seed", "model", "peft", "stage", "data") if k in cfg}
 
 
-def convert_weights(src: Path, dst: Path) -> int:
-    """Write the adapter tensors as bfloat16 safetensors; returns the file size."""
+def convert_weights(src: Path, dst: Path, dtype: str = "bfloat16", keep: tuple[str, ...] = ()) -> int:
+    """Write the tensors of ``src`` in ``dtype`` (those whose names start with a prefix in ``keep``
+    as they are) to ``dst``; returns the file size."""
     import torch
     from safetensors.torch import load_file, save_file
 
-    tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(str(src)).items()}
+    tensors = {k: (v if k.startswith(keep) else v.to(getattr(torch, dtype))).contiguous()
+               for k, v in load_file(str(src)).items()}
     save_file(tensors, str(dst), metadata={"format": "pt"})
     return dst.stat().st_size
 

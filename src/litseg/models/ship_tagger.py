@@ -145,7 +145,9 @@ def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR, writ
         meta = {**meta, "writer": writer, "writer_training": sft,
                 "writer_data": {k: report[k] for k in ("examples", "dropped") if k in report}}
         meta.pop("writer_run", None)
-        half_nets(src / "boundary.safetensors", staging / "boundary.safetensors")
+        # the boundary nets in float16 (half the package size; the loader runs them in float32);
+        # the LM feature statistics stay float32
+        convert_weights(src / "boundary.safetensors", staging / "boundary.safetensors", "float16", keep=("lm_norm.",))
         for item in ("context.safetensors", "training.json"):
             shutil.copy2(src / item, staging / item)
         if writer_src is not None:
@@ -166,17 +168,6 @@ def ship(run: Path, name: str = DEFAULT_NAME, dest_root: Path = MODELS_DIR, writ
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest
-
-
-def half_nets(src: Path, dst: Path) -> None:
-    """The boundary nets in float16 (half the package size; the loader runs them in float32, and the
-    scores docs/training.md reports are this shipped folder's). The LM feature statistics stay float32."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    tensors = {k: (v if k.startswith("lm_norm.") else v.to(torch.float16)).contiguous()
-               for k, v in load_file(str(src)).items()}
-    save_file(tensors, str(dst), metadata={"format": "pt"})
 
 
 def main() -> None:

@@ -201,14 +201,16 @@ def _shipped_yaml(group: str, option: str) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for base in data.pop("defaults", []):
         if isinstance(base, str) and base != "_self_":
-            merged = _deep_merge(merged, _shipped_yaml(group, base))
-    return _deep_merge(merged, data)
+            merged = deep_merge(merged, _shipped_yaml(group, base))
+    return deep_merge(merged, data)
 
 
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base`` as Hydra lays a command-line override over a YAML: a mapping
+    given in part keeps ``base``'s other keys; anything else replaces."""
     out = dict(base)
     for k, v in over.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+        out[k] = deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
     return out
 
 
