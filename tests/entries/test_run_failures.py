@@ -38,7 +38,7 @@ from litseg.llm.base import ChatRequest, Completion, ModelUnavailable
 from litseg.llm.openai_backend import OpenAIChatModel
 from litseg.llm.testing import ScriptedChatModel
 from litseg.annotation.annotate import SETUP, SUMMARY, RunSetupMismatch, annotate
-from litseg.annotation.entry import run_annotate
+from litseg.annotation.entry import annotate_task, run_annotate
 from litseg.annotation.store import CHUNKS, FAILURES, LEDGER, RunStore
 from litseg.utils.jsonl import read_jsonl
 from litseg.segmentation.preprocess import prepare_document
@@ -252,8 +252,10 @@ def test_a_run_folder_refuses_another_setup(tmp_path: Path) -> None:
     same = run_annotate(compose("method=recursive", f"input={DEMO}"), run)  # the same setup resumes
     assert same["units_skipped"] == first["units"] and same["units"] == 0
 
-    moved = run_annotate(compose("method=token", f"input={DEMO}", "+new_dir=true"), run)
+    result = annotate_task(compose("method=token", f"input={DEMO}", "+new_dir=true"), run)
+    moved = result.summary
     assert moved["method"] == "token" and (tmp_path / "run-2" / CHUNKS).exists()
+    assert result.run_dir == tmp_path / "run-2"  # the exit line names the folder written, not the planned one
     assert (run / CHUNKS).read_bytes() == chunks_before
     assert {c["method"] for c in read_jsonl(tmp_path / "run-2" / CHUNKS)} == {"token"}
 

@@ -70,7 +70,8 @@ def annotate_task(cfg: DictConfig, out_dir: Path | None = None) -> RunResult:
     settings = annotate_config_from(cfg)
     summary = run_annotate(cfg, out_dir)
     code, reason = exit_code(summary, settings.strict_exit)
-    run_dir = Path(out_dir) if out_dir else hydra_run_dir(settings.output_dir or DEFAULT_DIR)
+    # the folder written: with +new_dir=true it is a fresh one beside the planned folder
+    run_dir = Path(summary["run_dir"])
     return RunResult(metric=float(summary["chunks"]), run_dir=run_dir, exit_code=code, reason=reason,
                      summary=summary)
 
@@ -154,6 +155,7 @@ def run_annotate(cfg: DictConfig, out_dir: Path | None = None) -> dict[str, Any]
         _write_view(out, summary, settings.view_max_chunks)
     _print_end(settings.print_table, out, summary)
     task.finish(summary, summary["chunks"])
+    summary["run_dir"] = str(out)  # for the exit line (not in run_summary.json: a folder can be moved)
     return summary
 
 
