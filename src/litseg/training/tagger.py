@@ -329,20 +329,27 @@ def context_thresholds(net: Any, validation: Sequence[EncodedUnit], mean: Any, s
     return out
 
 
+def unit_features(units: Sequence[TeacherUnit], s: BoundarySettings, stage_dir: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Sentence embeddings and (when ``s.lm_model`` is not ``none``) raw LM features of every unit,
+    read from and added to the stage folder's caches (benchmarks/tagger_ablation.py reads them too)."""
+    # the caches are keyed by what made them, so another encoder or LM in the same run folder never reads these
+    cache = stage_dir / f"embeddings-{hashlib.sha256(s.encoder.encode()).hexdigest()[:8]}.npz"
+    vectors = embed_units(units, s.encoder, cache)
+    if s.lm_model == "none":
+        return vectors, None
+    key = f"{s.lm_model}|{list(s.lm_layers)}"
+    return vectors, lm_units(units, s.lm_model, s.lm_layers, stage_dir / f"lm-{hashlib.sha256(key.encode()).hexdigest()[:8]}.npz")
+
+
 def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, stage_dir: Path) -> dict[str, Any]:
     """The boundary stage: nets trained, threshold and context chosen on validation, files written."""
     net_settings = NetSettings(cue_buckets=s.cue_buckets, cue_dim=s.cue_dim, hidden=s.hidden, layers=s.layers,
                                dropout=s.dropout, ensemble=s.seeds, min_block=s.min_block)
     if not units.get("train"):
         raise ValueError("the boundary stage has no training unit (data.runs / data.split)")
-    every = [u for split in units.values() for u in split]
-    # the caches are keyed by what made them, so another encoder or LM in the same run folder never reads these
-    cache = stage_dir / f"embeddings-{hashlib.sha256(s.encoder.encode()).hexdigest()[:8]}.npz"
-    vectors = embed_units(every, s.encoder, cache)
-    lm, norm = None, None
-    if s.lm_model != "none":
-        key = f"{s.lm_model}|{list(s.lm_layers)}"
-        lm = lm_units(every, s.lm_model, s.lm_layers, stage_dir / f"lm-{hashlib.sha256(key.encode()).hexdigest()[:8]}.npz")
+    vectors, lm = unit_features([u for split in units.values() for u in split], s, stage_dir)
+    norm = None
+    if lm is not None:
         norm = LMNorm.fit([torch_rows(lm[u.key]) for u in units["train"]])
         net_settings.lm_model, net_settings.lm_layers = s.lm_model, list(s.lm_layers)
         net_settings.lm_dim = int(norm.mean.shape[0])
