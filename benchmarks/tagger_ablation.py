@@ -149,7 +149,8 @@ def book_totals(counts: dict[str, tuple[str, int, int]], books: Sequence[str]) -
     index = {b: i for i, b in enumerate(books)}
     totals = np.zeros((len(books), 2))
     for book, matched, both in counts.values():
-        totals[index[book]] += (2 * matched, both)
+        if book in index:
+            totals[index[book]] += (2 * matched, both)
     return totals
 
 
@@ -158,7 +159,7 @@ def paired_interval(a: dict[str, tuple[str, int, int]], b: dict[str, tuple[str, 
     """F1 of ``a`` minus ``b`` on the same units, with a 95 % interval resampling books."""
     import numpy as np
 
-    books = sorted({v[0] for v in a.values()})
+    books = sorted({v[0] for v in [*a.values(), *b.values()] if v[2]})  # books neither side cut add nothing
     ta, tb = book_totals(a, books), book_totals(b, books)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(books), size=(n_resamples, len(books)))
@@ -173,8 +174,9 @@ def summarise(variant: Variant, records: Sequence[dict[str, Any]], kinds: dict[s
 
     near, exact = unit_counts(records, 1), unit_counts(records, 0)
     keys = list(near)
-    ci = bootstrap_ci([near[k][1] * 2 for k in keys], [near[k][0] for k in keys],
-                      weights=[near[k][2] for k in keys], n_resamples=2000, seed=0)
+    cut = [k for k in keys if near[k][2]]  # a unit that neither side cut adds nothing to a pooled F1
+    ci = bootstrap_ci([near[k][1] * 2 for k in cut], [near[k][0] for k in cut],
+                      weights=[near[k][2] for k in cut], n_resamples=2000, seed=0)
     by_kind = {}
     for kind in KINDS:
         mine = [k for k in keys if kinds.get(near[k][0]) == kind]

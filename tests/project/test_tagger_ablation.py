@@ -99,8 +99,20 @@ def test_a_learning_curve_row_trains_on_fewer_books_and_rows_compare_on_the_same
 
 def test_identical_rows_differ_by_zero():
     ab = load_script()
-    counts = {"a": ("x", 3, 8), "b": ("y", 1, 6), "c": ("y", 2, 4)}
+    counts = {"a": ("x", 3, 8), "b": ("y", 1, 6), "c": ("y", 2, 4), "whole": ("z", 0, 0)}
     assert ab.paired_interval(counts, dict(counts)) == (0.0, 0.0, 0.0)
+
+
+def test_a_unit_neither_side_cut_leaves_the_pooled_f1_and_its_interval_alone():
+    ab = load_script()
+    whole = {"book_id": "w", "key": "w-0", "predicted": [{"from_idx": 1, "to_idx": 9}],
+             "reference": [{"from_idx": 1, "to_idx": 9}]}
+    cut = {"book_id": "c", "key": "c-0", "predicted": [{"from_idx": 1, "to_idx": 4}, {"from_idx": 5, "to_idx": 9}],
+           "reference": [{"from_idx": 1, "to_idx": 5}, {"from_idx": 6, "to_idx": 9}]}
+    other = {**cut, "book_id": "d", "key": "d-0"}
+    record = {"units": [whole, cut, other], "train_units": 3}
+    s = ab.summarise(ab.BY_NAME["as_trained"], [record], {}, None)
+    assert s["f1"] == pytest.approx(1.0) and s["units"] == 3 and s["reference_cuts"] == 2
 
 
 def test_a_folder_that_is_not_a_tagger_run_gets_one_error_line(tmp_path, capsys):
