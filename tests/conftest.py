@@ -23,6 +23,20 @@ from litseg.rag.config import register_method_chunkers  # noqa: E402 - after the
 register_method_chunkers(REPO / "conf")
 
 
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` imported as module ``name`` (the scripts are not a package); it is
+    registered in ``sys.modules`` first, since dataclasses look their module up while built."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def shared_dir() -> Path | None:
     """``$LITSEG_SHARED_DIR`` or ``../shared`` beside the checkout, if it holds data."""
     cand = Path(os.environ.get("LITSEG_SHARED_DIR", REPO.parent / "shared"))

@@ -3,23 +3,16 @@ and the table it writes from evaluate.py's per-question rows."""
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import load_benchmark
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("novelqa_eval", REPO / "benchmarks" / "novelqa_eval.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("novelqa_eval")
 
 
 def test_paper_rows_keep_the_paper_sets_settings_and_their_merge_rows() -> None:

@@ -3,19 +3,13 @@ its held-out measures and targets say what they measured."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
-from tests.conftest import REPO
+from tests.conftest import REPO, load_benchmark
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("student_eval", REPO / "benchmarks" / "student_eval.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["student_eval"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("student_eval")
 
 
 def row(label: str, mrr: float, evidence: float = 0.5) -> dict:

@@ -3,7 +3,6 @@ budget check of benchmarks/suite_time.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,15 +11,11 @@ import textwrap
 import pytest
 
 from litseg.utils.docblocks import read_blocks, render_block
-from tests.conftest import REPO, SLOW_TEST_TIMEOUT
+from tests.conftest import REPO, SLOW_TEST_TIMEOUT, load_benchmark
 
 
 def _suite_time():
-    spec = importlib.util.spec_from_file_location("suite_time", REPO / "benchmarks" / "suite_time.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["suite_time"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("suite_time")
 
 
 def test_every_test_has_a_time_limit(pytestconfig, request):

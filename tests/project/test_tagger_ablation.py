@@ -3,15 +3,13 @@ saw its book, finished folds read back instead of retrained, and rows compared o
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import load_benchmark
 
 torch = pytest.importorskip("torch")
 
@@ -20,11 +18,7 @@ from litseg.training.data import TeacherUnit  # noqa: E402
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("tagger_ablation", REPO / "benchmarks" / "tagger_ablation.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["tagger_ablation"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("tagger_ablation")
 
 
 SETTINGS = BoundarySettings(encoder="default", lm_model="none", lm_layers=[], epochs=1, learning_rate=1e-2,

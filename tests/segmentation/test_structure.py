@@ -3,9 +3,6 @@ the rule that nothing between the Gutenberg markers is lost."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +12,7 @@ from litseg.segmentation.gutenberg import gutenberg_frame
 from litseg.segmentation.structure import analyze_structure, classify_line, parse_number, roman_to_int
 from litseg.segmentation.types import MATTER_REASONS, Document
 from litseg.segmentation.units import find_units
-from tests.conftest import REPO, shared_data_dir
+from tests.conftest import REPO, load_benchmark, shared_data_dir
 
 WORDS = ("the keeper walked along the harbour wall and looked at the grey water while "
          "gulls cried over the boats and nobody said a word about the ship").split()
@@ -588,13 +585,7 @@ def test_units_and_matter_tile_the_text_between_the_markers(pieces, nl, framed, 
 # ----------------------------------------------------------------------------- shared texts
 
 def _report_module():
-    spec = importlib.util.spec_from_file_location("structure_report",
-                                                  REPO / "benchmarks" / "structure_report.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("structure_report")
 
 
 @pytest.fixture(scope="module")
