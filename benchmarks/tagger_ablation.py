@@ -74,21 +74,11 @@ def kept_for_training(book_id: str, share: float) -> bool:
     return share >= 1.0 or zlib.crc32(f"{book_id}/share".encode()) % 10_000 < share * 10_000
 
 
-def threshold_matching_count(scores: Sequence[Sequence[float]], encoded: Sequence[Any], min_block: int) -> float:
-    """The threshold at which the decoded cuts of ``encoded`` are as many as the teacher's."""
-    from litseg.training.tagger import score_cuts
-
-    grid = [round(-4.0 + 0.025 * k, 3) for k in range(321)]
-    tried = [score_cuts(scores, encoded, t, min_block) for t in grid]
-    return min(tried, key=lambda r: (abs(r["predicted"] - r["reference"]), -r["f1"]))["threshold"]
-
-
 def run_fold(variant: Variant, fold: int, folds: int, pool: Sequence[Any], base: Any, vectors: dict[str, Any],
              lm: dict[str, Any] | None, out: Path) -> dict[str, Any]:
     """One net trained on the other folds, its cuts on this fold (saved, so a rerun reads them back)."""
-    from litseg.chunkers.tagger_model import NetSettings
     from litseg.segmentation.cut_decoding import blocks_from_cuts, decode_cuts
-    from litseg.training.tagger import LMNorm, encode, torch_rows, train_boundary_net
+    from litseg.training.tagger import LMNorm, encode, net_settings_for, pick_threshold, torch_rows, train_boundary_net
 
     done = out / variant.name / f"fold-{fold}.json"
     if done.is_file():
@@ -98,8 +88,7 @@ def run_fold(variant: Variant, fold: int, folds: int, pool: Sequence[Any], base:
     train = [u for u in pool if fold_of(u.book_id, folds) != fold and kept_for_training(u.book_id, variant.book_share)]
     features = lm if s.lm_model != "none" else None
     norm = LMNorm.fit([torch_rows(features[u.key]) for u in train]) if features is not None else None
-    ns = NetSettings(cue_buckets=s.cue_buckets, cue_dim=s.cue_dim, hidden=s.hidden, layers=s.layers,
-                     dropout=s.dropout, ensemble=1, min_block=s.min_block)
+    ns = net_settings_for(s, ensemble=1)
     enc_train = encode(train, vectors, s.cue_buckets, features, norm)
     enc_held = encode(held, vectors, s.cue_buckets, features, norm)
     started = time.time()
@@ -109,7 +98,8 @@ def run_fold(variant: Variant, fold: int, folds: int, pool: Sequence[Any], base:
 
     with torch.no_grad():
         scores = [net(e.features, e.cues).tolist() for e in enc_held]
-    threshold = threshold_matching_count(scores, enc_held, s.min_block)
+    # the shipped rule on the fold itself: every variant cuts as often as the teacher there
+    threshold = pick_threshold(scores, enc_held, "match_count", s.min_block)["chosen"]["threshold"]
     units = []
     for e, unit_scores in zip(enc_held, scores, strict=True):
         cuts = decode_cuts(unit_scores, threshold=threshold, min_block=s.min_block)

@@ -236,19 +236,34 @@ def score_cuts(scores: Sequence[Sequence[float]], units: Sequence[EncodedUnit], 
             "exact_f1": exact.f1, "predicted": near.predicted, "reference": near.reference}
 
 
-def choose_threshold(nets: TaggerNets, validation: Sequence[EncodedUnit], s: BoundarySettings) -> dict[str, Any]:
-    """The decoding threshold chosen on the validation books, with the scores at every candidate."""
-    # a fine grid: with steps of 0.25 the count the rule matches could miss the teacher's by 10 %
-    candidates = [round(-2.0 + 0.025 * k, 3) for k in range(161)]
-    scores = unit_scores(nets, validation)
-    tried = [score_cuts(scores, validation, t, s.min_block) for t in candidates]
-    if s.threshold_rule == "best_f1":
+#: Decoding thresholds tried: a fine grid, since with steps of 0.25 the count the ``match_count``
+#: rule matches could miss the teacher's by 10 %.
+THRESHOLD_GRID = [round(-2.0 + 0.025 * k, 3) for k in range(161)]
+
+
+def pick_threshold(scores: Sequence[Sequence[float]], units: Sequence[EncodedUnit], rule: str,
+                   min_block: int) -> dict[str, Any]:
+    """The threshold ``rule`` picks for the cuts decoded from ``scores`` on ``units``: ``match_count``
+    (as many cuts as the teacher) or ``best_f1``; with the scores at every candidate."""
+    tried = [score_cuts(scores, units, t, min_block) for t in THRESHOLD_GRID]
+    if rule == "best_f1":
         best = max(tried, key=lambda r: (r["f1"], -abs(r["predicted"] - r["reference"])))
-    elif s.threshold_rule == "match_count":
+    elif rule == "match_count":
         best = min(tried, key=lambda r: (abs(r["predicted"] - r["reference"]), -r["f1"]))
     else:
-        raise ValueError(f"stage.boundary.threshold_rule: match_count or best_f1, got {s.threshold_rule!r}")
-    return {"chosen": best, "tried": tried, "rule": s.threshold_rule}
+        raise ValueError(f"stage.boundary.threshold_rule: match_count or best_f1, got {rule!r}")
+    return {"chosen": best, "tried": tried, "rule": rule}
+
+
+def choose_threshold(nets: TaggerNets, validation: Sequence[EncodedUnit], s: BoundarySettings) -> dict[str, Any]:
+    """The decoding threshold chosen on the validation books, with the scores at every candidate."""
+    return pick_threshold(unit_scores(nets, validation), validation, s.threshold_rule, s.min_block)
+
+
+def net_settings_for(s: BoundarySettings, ensemble: int) -> NetSettings:
+    """The nets' shapes and decoding rule from the stage's settings (``ensemble`` nets averaged)."""
+    return NetSettings(cue_buckets=s.cue_buckets, cue_dim=s.cue_dim, hidden=s.hidden, layers=s.layers,
+                       dropout=s.dropout, ensemble=ensemble, min_block=s.min_block)
 
 
 def context_pairs(units: Sequence[EncodedUnit]) -> tuple[Any, Any, list[tuple[int, int, int]]]:
@@ -343,8 +358,7 @@ def unit_features(units: Sequence[TeacherUnit], s: BoundarySettings, stage_dir: 
 
 def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, stage_dir: Path) -> dict[str, Any]:
     """The boundary stage: nets trained, threshold and context chosen on validation, files written."""
-    net_settings = NetSettings(cue_buckets=s.cue_buckets, cue_dim=s.cue_dim, hidden=s.hidden, layers=s.layers,
-                               dropout=s.dropout, ensemble=s.seeds, min_block=s.min_block)
+    net_settings = net_settings_for(s, ensemble=s.seeds)
     if not units.get("train"):
         raise ValueError("the boundary stage has no training unit (data.runs / data.split)")
     vectors, lm = unit_features([u for split in units.values() for u in split], s, stage_dir)
