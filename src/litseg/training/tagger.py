@@ -85,7 +85,8 @@ def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict
     return {u.key: stored[u.key] for u in units}
 
 
-def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cache: Path) -> dict[str, Any]:
+def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cache: Path,
+             last_layers: Sequence[int] = (), alone: bool = False) -> dict[str, Any]:
     """LM sentence features of every unit (unit key -> float16 array, the hidden states' precision
     in bfloat16 and half the disk), cached in ``cache`` and saved every 25 units, so a killed run
     resumes where it stopped (reading every unit takes about 3 s per 2,000 words of one core)."""
@@ -94,7 +95,7 @@ def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cac
     stored = _load_npz(cache)
     missing = [u for u in units if u.key not in stored]
     if missing:
-        reader = load_sentence_lm(spec, layers)
+        reader = load_sentence_lm(spec, layers, last_layers, alone)
         t0 = time.perf_counter()
         for i, u in enumerate(missing, 1):
             para = u.paragraph_starts or [False] * u.n_sentences
@@ -126,9 +127,10 @@ def _save_npz(arrays: dict[str, Any], cache: Path) -> None:
 
 
 def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int, lm: dict[str, Any] | None = None,
-           norm: LMNorm | None = None) -> list[EncodedUnit]:
-    """The units as the boundary nets read them; ``lm`` and ``norm``: LM features and their
-    training statistics, for nets trained with an LM."""
+           norm: LMNorm | None = None, lm_groups: Sequence[tuple[int, int]] | None = None) -> list[EncodedUnit]:
+    """The units as the boundary nets read them; ``lm``, ``norm`` and ``lm_groups``: LM features,
+    their training statistics and hidden-state groups (:meth:`NetSettings.lm_groups`), for nets
+    trained with an LM."""
     import torch
 
     out = []
@@ -140,7 +142,8 @@ def encode(units: Sequence[TeacherUnit], vectors: dict[str, Any], buckets: int, 
         for c in cuts:
             target[c - 1] = 1.0
         raw = None if lm is None else torch.tensor(lm[u.key]).float()
-        features = sentence_features(u.sentences, para, emb, None if raw is None or norm is None else norm.apply(raw))
+        features = sentence_features(u.sentences, para, emb, None if raw is None or norm is None else norm.apply(raw),
+                                     lm_groups)
         out.append(EncodedUnit(u, features, cue_tensor(u.sentences, buckets), emb, target, cuts, raw))
     return out
 
@@ -262,8 +265,11 @@ def choose_threshold(nets: TaggerNets, validation: Sequence[EncodedUnit], s: Bou
 
 def net_settings_for(s: BoundarySettings, ensemble: int) -> NetSettings:
     """The nets' shapes and decoding rule from the stage's settings (``ensemble`` nets averaged)."""
+    lm = s.lm_model != "none"
     return NetSettings(cue_buckets=s.cue_buckets, cue_dim=s.cue_dim, hidden=s.hidden, layers=s.layers,
-                       dropout=s.dropout, ensemble=ensemble, min_block=s.min_block)
+                       dropout=s.dropout, ensemble=ensemble, min_block=s.min_block,
+                       lm_model=s.lm_model if lm else "none", lm_layers=list(s.lm_layers) if lm else [],
+                       lm_last_layers=list(s.lm_last_layers) if lm else [], lm_alone=bool(s.lm_alone) and lm)
 
 
 def context_pairs(units: Sequence[EncodedUnit]) -> tuple[Any, Any, list[tuple[int, int, int]]]:
@@ -353,7 +359,10 @@ def unit_features(units: Sequence[TeacherUnit], s: BoundarySettings, stage_dir: 
     if s.lm_model == "none":
         return vectors, None
     key = f"{s.lm_model}|{list(s.lm_layers)}"
-    return vectors, lm_units(units, s.lm_model, s.lm_layers, stage_dir / f"lm-{hashlib.sha256(key.encode()).hexdigest()[:8]}.npz")
+    if s.lm_last_layers or s.lm_alone:  # the optional readings; without them the key (and cache) is the first one's
+        key += f"|last={list(s.lm_last_layers)}|alone={bool(s.lm_alone)}"
+    cache = stage_dir / f"lm-{hashlib.sha256(key.encode()).hexdigest()[:8]}.npz"
+    return vectors, lm_units(units, s.lm_model, s.lm_layers, cache, s.lm_last_layers, s.lm_alone)
 
 
 def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, stage_dir: Path) -> dict[str, Any]:
@@ -365,15 +374,15 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
     norm = None
     if lm is not None:
         norm = LMNorm.fit([torch_rows(lm[u.key]) for u in units["train"]])
-        net_settings.lm_model, net_settings.lm_layers = s.lm_model, list(s.lm_layers)
         net_settings.lm_dim = int(norm.mean.shape[0])
-    train = encode(units["train"], vectors, s.cue_buckets, lm, norm)
+    groups = net_settings.lm_groups() if lm is not None else None
+    train = encode(units["train"], vectors, s.cue_buckets, lm, norm, groups)
     chosen_on = "validation"
     if not units.get("validation"):
         # a run without validation books (a one-book smoke run) chooses on what it trained on, and says so
         log.warning("boundary stage: no validation books; the threshold is chosen on the training units")
         chosen_on = "train"
-    validation = encode(units[chosen_on], vectors, s.cue_buckets, lm, norm)
+    validation = encode(units[chosen_on], vectors, s.cue_buckets, lm, norm, groups)
     boundary = [train_boundary_net(train, s, net_settings, seed, stage_dir / f"net-{seed}.pt")
                 for seed in range(s.seeds)]
     context, context_report = train_context(train, validation, s, net_settings)
