@@ -248,7 +248,11 @@ def load_run(run: Path) -> tuple[Any, dict[str, list[Any]], Path]:
     if not config.is_file():
         raise SystemExit(f"error: {config} not found: --run takes a train.py +experiment=tagger run folder")
     cfg = OmegaConf.load(config)
-    settings = BoundarySettings(**OmegaConf.to_container(cfg.stage.boundary, resolve=True))
+    values = OmegaConf.to_container(cfg.stage.boundary, resolve=True)
+    # a run made before the optional LM readings existed read without them
+    values.setdefault("lm_last_layers", [])
+    values.setdefault("lm_alone", False)
+    settings = BoundarySettings(**values)
     units = teacher_units_by_split(cfg.data, list(cfg.data.runs), DataReport(schema="boundary", prompt_version="ablation"))
     return settings, units, run / "stages" / "boundary"
 

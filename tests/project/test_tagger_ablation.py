@@ -21,8 +21,8 @@ def load_script():
     return load_benchmark("tagger_ablation")
 
 
-SETTINGS = BoundarySettings(encoder="default", lm_model="none", lm_layers=[], epochs=1, learning_rate=1e-2,
-                            weight_decay=0.0, batch_units=4, seeds=1, hidden=8, layers=1, dropout=0.0,
+SETTINGS = BoundarySettings(encoder="default", lm_model="none", lm_layers=[], lm_last_layers=[], lm_alone=False,
+                            epochs=1, learning_rate=1e-2, weight_decay=0.0, batch_units=4, seeds=1, hidden=8, layers=1, dropout=0.0,
                             cue_buckets=64, cue_dim=4, positive_weight=3.0, neighbour_label=0.3, min_block=2,
                             threshold_rule="match_count", context_epochs=1, context_min_precision=0.5,
                             max_context=0)

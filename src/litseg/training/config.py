@@ -130,6 +130,8 @@ class BoundarySettings:
     encoder: str
     lm_model: str
     lm_layers: list[int]
+    lm_last_layers: list[int]
+    lm_alone: bool
     epochs: int
     learning_rate: float
     weight_decay: float
@@ -147,9 +149,6 @@ class BoundarySettings:
     context_epochs: int
     context_min_precision: float
     max_context: int
-    # the LM's optional readings (litseg.chunkers.tagger_lm); defaults for run configs written before them
-    lm_last_layers: list[int] = field(default_factory=list)
-    lm_alone: bool = False
 
 
 @config_schema("stage", entry="train", default_option="sft")
