@@ -17,8 +17,11 @@ Rows (``--rows`` picks some): ``recursive`` (1,000 characters) and ``semantic``,
 (``--paper-adapter``, default: the shipped one); ``tagger``, LitSeg-Tagger, the two-part student
 (``--tagger``, default: the shipped one).
 
-Two measurements, each a resumable run folder under ``--out`` (LLM answers are cached, so a rerun
-pays only for what changed):
+Two measurements, each a resumable run folder under ``--out`` (a killed run goes on from the units
+it finished). A held-out run keeps its LLM answers in its own response cache
+(``heldout-ROW/responses.sqlite``): a new run folder starts cold, so words per second is this
+machine's model time; a unit answered from a cache anyway is left out of the speed and counted
+beside it (a replayed answer carries the seconds of the run that asked it).
 
 1. **Held-out teacher units**: the units of the ``test`` books of the packaged teacher-v2 split
    (books no student trained on; the split file records its mix of kinds), segmented by every row.
@@ -150,8 +153,11 @@ def segment_units(overrides: list[str], units: list, run_dir: Path) -> dict[str,
     from litseg.annotation.entry import build_chunker_for_run
     from litseg.annotation.sources import BookSource
 
+    # The run's own response cache: a new run folder starts cold, so its words per second is this
+    # machine's model time, not answers replayed (with their old seconds) from another run.
+    cache = f"llm.cache.path={run_dir / 'responses.sqlite'}"
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose("annotate", overrides=["input=unused", *overrides])
+        cfg = compose("annotate", overrides=["input=unused", *overrides, cache])
     chunker, _ = build_chunker_for_run(cfg)
     by_book: dict[str, list] = {}
     for doc, unit, _ in units:
@@ -284,12 +290,31 @@ def words_per_second(run_dir: Path, row: Row, units: list) -> dict[str, Any]:
         seconds = float(json.loads(timing.read_text()).get("seconds") or 0.0) if timing.is_file() else 0.0
         return {"words_per_second": total_words / seconds if seconds else None, "near_2000": None}
     diags = [r for r in read_jsonl(run_dir / "diagnostics.jsonl") if not r.get("error")]
-    seconds = {(r["book_id"], r["unit_id"]): float(r.get("model_seconds") or 0.0) for r in diags}
+    replayed = [r for r in diags if replayed_answers(r)]
+    if replayed:  # their seconds are another run's: the speed of the others only, and said
+        print(f"  {run_dir.name}: {len(replayed)} units answered from the response cache; "
+              "words per second counts the other units", flush=True)
+    seconds = {(r["book_id"], r["unit_id"]): float(r.get("model_seconds") or 0.0) for r in diags
+               if not replayed_answers(r)}
     spent = sum(seconds.values())
     near = min(seconds, key=lambda k: abs(words[k] - 2000)) if seconds else None
     return {"words_per_second": sum(words[k] for k in seconds) / spent if spent else None,
+            "replayed_units": len(replayed),
             "near_2000": {"words": words[near], "seconds": seconds[near],
                           "words_per_second": words[near] / seconds[near] if seconds[near] else None} if near else None}
+
+
+def speed_cell(h: dict[str, Any]) -> str:
+    """Words per second, saying when units answered from the response cache were left out of it."""
+    cell = fmt(h["words_per_second"], digits=0)
+    return cell + (f" ({h['replayed_units']} units replayed from the cache, not counted)"
+                   if h.get("replayed_units") else "")
+
+
+def replayed_answers(diag: dict[str, Any]) -> int:
+    """Answers of a unit that the response cache gave back instead of the model (the tagger counts
+    them; a LitSeg-Lite unit marks each attempt)."""
+    return int(diag.get("replayed_answers") or 0) + sum(bool(a.get("from_cache")) for a in diag.get("attempts", []))
 
 
 def sampled_units(units: list, sample: int | None, seed: int = 0) -> list:
@@ -454,7 +479,7 @@ def heldout_table(rows: dict[str, Row], held: dict[str, Any]) -> str:
             + (f" (sample of {len(h['unit_keys'])} units)" if h.get("sampled") else ""), f"{h['f1']:.3f}{ci}",
             f"{c['mean']:.3f} [{c['low']:.3f}, {c['high']:.3f}]", fmt(h["exact_f1"]), fmt(h["pk"]), fmt(h["windowdiff"]),
             fmt(h["cuts_per_1000_words"], digits=2), fmt(h["repeated_subtitles"], pct=True),
-            fmt(h["placeholder_subtitles"], pct=True), fmt(h["words_per_second"], digits=0)]) + " |")
+            fmt(h["placeholder_subtitles"], pct=True), speed_cell(h)]) + " |")
     teacher = next((h["teacher_cuts_per_1000_words"] for h in held.values() if h and not h.get("sampled")), None)
     same = [f"- {rows[n].label} on its sample of {len(h['unit_keys'])} units: boundary F1 ±1 {h['f1']:.3f}, Pk "
             f"{h['pk']:.3f}; recursive 1000c on the same units: {h['recursive_same']['f1']:.3f}, Pk "

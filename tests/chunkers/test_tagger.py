@@ -107,6 +107,20 @@ def test_a_writer_that_cannot_be_reached_fails_the_units_with_no_chunks(tagger_d
     assert result.chunks == [] and result.error and result.diagnostics["unreachable"]
 
 
+def test_writer_answers_replayed_from_the_cache_are_counted_with_their_old_seconds(tagger_dir):
+    # A replayed answer carries the seconds of the run that asked it; the diagnostics say how many
+    # there were, so a speed measurement can leave the unit out instead of mixing two machines' time.
+    doc = make_doc(STORY)
+    replayed = Completion(text="Ilse counts crates", seconds=9.0, from_cache=True)
+    result = chunker(tagger_dir, ScriptedChatModel([replayed], cycle=True), distinct_subtitles=False).chunk_unit(
+        doc, doc.units[0])
+    d = result.diagnostics
+    assert d["replayed_answers"] == d["n_blocks"] >= 2
+    assert d["writer_seconds"] == pytest.approx(9.0 * d["n_blocks"])
+    fresh = chunker(tagger_dir, ScriptedChatModel(["Ilse counts crates"], cycle=True)).chunk_unit(doc, doc.units[0])
+    assert fresh.diagnostics["replayed_answers"] == 0
+
+
 def test_the_writer_reply_becomes_a_one_line_subtitle():
     assert clean_subtitle('  "Ilse counts the crates"\nand more') == "Ilse counts the crates"
     assert clean_subtitle("x" * 500) == "x" * 200

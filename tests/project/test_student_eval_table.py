@@ -109,3 +109,28 @@ def test_held_out_units_give_back_the_sentences_of_a_crlf_book(tmp_path):
         assert "\r" in doc.text
         for s in unit.sentences:
             assert doc.text[s.start:s.end] == stored[(unit.unit_id, s.idx)]
+
+
+def test_words_per_second_leaves_out_units_answered_from_the_response_cache(tmp_path):
+    """A replayed answer carries the seconds of the run that asked it (another machine, another
+    load): the speed counts only the units this run's model answered, and says how many it left out."""
+    from litseg.segmentation.types import Document, Sentence, Unit
+
+    se = load_script()
+
+    def unit_of(book: str, words: int):
+        text = " ".join(["word"] * words) + "."
+        unit = Unit(book_id=book, unit_id="u", index=0, start=0, end=len(text), sentences=[Sentence(1, 0, len(text))])
+        return Document(book_id=book, text=text, units=[unit]), unit, []
+
+    units = [unit_of("fresh", 2000), unit_of("tagger-replayed", 1000), unit_of("lite-replayed", 1000)]
+    diags = [{"book_id": "fresh", "unit_id": "u", "model_seconds": 10.0, "replayed_answers": 0},
+             {"book_id": "tagger-replayed", "unit_id": "u", "model_seconds": 100.0, "replayed_answers": 2},
+             {"book_id": "lite-replayed", "unit_id": "u", "model_seconds": 100.0,
+              "attempts": [{"from_cache": True, "seconds": 100.0}]}]
+    (tmp_path / "diagnostics.jsonl").write_text("".join(json.dumps(d) + "\n" for d in diags))
+    speed = se.words_per_second(tmp_path, se.make_rows(None, None)["tagger"], units)
+    assert speed["words_per_second"] == 200.0 and speed["replayed_units"] == 2
+    assert speed["near_2000"]["words"] == 2000
+    cell = se.speed_cell({"words_per_second": 200.0, "replayed_units": 2})
+    assert cell == "200 (2 units replayed from the cache, not counted)"

@@ -309,6 +309,8 @@ class LitSegTaggerChunker(Chunker):
             "prompt_tokens": sum(a.prompt_tokens for a in answers),
             "completion_tokens": sum(a.completion_tokens for a in answers),
             "rewritten_subtitles": max(0, len(answers) - len(segments)),
+            # answers replayed by the response cache carry the seconds of the run that asked them
+            "replayed_answers": sum(int(a.from_cache) for a in answers),
             "read_seconds": p.read_seconds, "writer_seconds": writer_seconds,
             # the model's own time for this unit: its reading plus its writer answers' share
             "model_seconds": p.read_seconds + writer_seconds,
