@@ -54,7 +54,10 @@ def held(f1: float, pk: float, chance: float, repeated=None, wps=None) -> dict:
 def test_targets_of_the_default_are_checked_against_recursive_and_its_chance_line():
     se = load_script()
     scores = {"recursive": held(0.36, 0.47, 0.30), "tagger": held(0.58, 0.31, 0.33, repeated=0.05, wps=210.0)}
+    scores["tagger"]["near_2000"] = {"words": 1999, "seconds": 20.0, "words_per_second": 99.95}
     checks = se.targets(scores, {}, "tagger")
+    assert ("NOT MET: words per second of one core >= 150 on the held-out unit nearest 2,000 words (1,999 words): "
+            "99.950 against 150.000 (missed by 50.050)") in checks
     assert "NOT MET: held-out boundary F1 ±1 >= 0.60: 0.580 against 0.600 (missed by 0.020)" in checks
     assert "met: held-out boundary F1 ±1 above recursive's: 0.580 against 0.360" in checks
     assert "met: held-out boundary F1 ±1 above the chance line at recursive's cut count: 0.580 against 0.300" in checks
