@@ -58,34 +58,23 @@ VARIANTS = [
     Variant("no_lm", "without the LM features (sentence embeddings and surface cues only)", {"lm_model": "none"}),
     Variant("first_reading", "the first LM reading only (layer means and surprisal in the unit)",
             {"lm_last_layers": [], "lm_alone": False}),
+    # the second, batched pass over each sentence's opening is about a third of the reading time
+    Variant("no_context_gain", "without the context gain (no second reading of each sentence's opening)",
+            {"lm_alone": False}),
     Variant("books_1_3", "a third of the training books", book_share=1 / 3),
     Variant("books_2_3", "two thirds of the training books", book_share=2 / 3),
+    # the shipped dropout and the one it replaced: the row equal to the run's own settings is left out
+    Variant("dropout_0_2", "dropout 0.2", {"dropout": 0.2}),
     Variant("dropout_0_4", "dropout 0.4", {"dropout": 0.4}),
 ]
 BY_NAME = {v.name: v for v in VARIANTS}
 KINDS = ("fairytale", "play", "prose", "poem")
 
 
-def reading_columns(base: Any, s: Any, width: int) -> list[int] | None:
-    """The columns of the run's LM features (``width`` per sentence, laid out as
-    :meth:`litseg.chunkers.tagger_lm.SentenceLM.features` writes them) that a variant reading fewer of
-    the optional readings keeps; None when it reads what the run read. A variant can only leave
-    readings out: the features are the run's own, computed once."""
-    from litseg.chunkers.tagger_lm import ALONE_FEATURES
-
-    if (list(s.lm_last_layers), bool(s.lm_alone)) == (list(base.lm_last_layers), bool(base.lm_alone)):
-        return None
-    if (s.lm_last_layers and list(s.lm_last_layers) != list(base.lm_last_layers)) or (s.lm_alone and not base.lm_alone):
-        raise ValueError("an ablation variant can only leave out LM readings the run has")
-    means, lasts = len(base.lm_layers), len(base.lm_last_layers)
-    alone = ALONE_FEATURES if base.lm_alone else 0
-    size = (width - 2 - alone) // (means + lasts)
-    columns = list(range(means * size))
-    if s.lm_last_layers:
-        columns += range(means * size, (means + lasts) * size)
-    if s.lm_alone:
-        columns += range((means + lasts) * size, (means + lasts) * size + alone)
-    return columns + [width - 2, width - 1]
+def same_as_run(variant: Variant, base: Any) -> bool:
+    """Whether a variant changes nothing of the run's settings (its row would repeat the first)."""
+    return (variant is not VARIANTS[0] and variant.book_share >= 1.0
+            and all(getattr(base, key) == value for key, value in variant.settings.items()))
 
 
 def fold_of(book_id: str, folds: int) -> int:
@@ -102,7 +91,8 @@ def run_fold(variant: Variant, fold: int, folds: int, pool: Sequence[Any], base:
              lm: dict[str, Any] | None, out: Path) -> dict[str, Any]:
     """One net trained on the other folds, its cuts on this fold (saved, so a rerun reads them back)."""
     from litseg.segmentation.cut_decoding import blocks_from_cuts, decode_cuts
-    from litseg.training.tagger import LMNorm, encode, net_settings_for, pick_threshold, torch_rows, train_boundary_net
+    from litseg.training.tagger import (LMNorm, encode, net_settings_for, pick_threshold, reading_columns, torch_rows,
+                                        train_boundary_net)
 
     done = out / variant.name / f"fold-{fold}.json"
     if done.is_file():
@@ -298,17 +288,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     records: dict[str, list[dict[str, Any]]] = {}
     for name in chosen:
         variant = BY_NAME[name]
+        if same_as_run(variant, settings):
+            print(f"{name}: skipped (the run's own settings: the first row)", file=sys.stderr)
+            continue
         if variant.settings.get("lm_model", settings.lm_model) != "none" and lm is None:
             print(f"{name}: skipped (the run has no LM features)", file=sys.stderr)
             continue
         records[name] = [run_fold(variant, f, args.folds, pool, settings, vectors, lm, out) for f in range(args.folds)]
         print(f"{name}: {args.folds} folds done", file=sys.stderr)
     # every finished variant in the out folder joins the table (other processes may have run some)
-    for v in VARIANTS:
+    wanted = [v for v in VARIANTS if not same_as_run(v, settings)]
+    for v in wanted:
         files = [out / v.name / f"fold-{f}.json" for f in range(args.folds)]
         if v.name not in records and all(p.is_file() for p in files):
             records[v.name] = [json.loads(p.read_text()) for p in files]
-    ordered = [v for v in VARIANTS if v.name in records]
+    ordered = [v for v in wanted if v.name in records]
     if not ordered:
         raise SystemExit("error: no variant has finished")
     reference = unit_counts(records["as_trained"], 1) if "as_trained" in records else None
@@ -320,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table)
     (out / "summary.json").write_text(json.dumps(summaries, indent=1) + "\n")
     if args.write:
-        missing = [v.name for v in VARIANTS if v.name not in records]
+        missing = [v.name for v in wanted if v.name not in records]
         if missing:
             raise SystemExit(f"error: --write needs every variant; missing: {', '.join(missing)}")
         write_block(DOC, "tagger_ablation", "benchmarks/tagger_ablation.py --write", table)

@@ -247,6 +247,10 @@ def test_every_experiment_smoke_runs(grid_runs, experiment):
     for kind in s["stage_plan"]:
         if kind == "boundary":  # the tagger's nets train in epochs, not trainer steps
             assert s["stages"][kind]["params"]["changed_tensors"] > 0
+            # a fresh run reads every unit itself, and its record says so (a cached one says that)
+            features = s["stages"][kind]["features"]
+            assert features["embeddings"]["computed"] > 0 and features["embeddings"]["cached"] == 0
+            assert features["lm"]["computed"] == features["embeddings"]["computed"] and features["lm"]["cached"] == 0
         else:
             assert s["stages"][kind]["global_step"] == 1
     if experiment == "litseg_lite":  # GRPO continued from the SFT adapter

@@ -119,17 +119,14 @@ def test_a_folder_that_is_not_a_tagger_run_gets_one_error_line(tmp_path, capsys)
     assert replace(SETTINGS, dropout=0.4).dropout == 0.4
 
 
-def test_a_variant_without_the_optional_readings_keeps_exactly_the_first_readings_columns():
-    from litseg.chunkers.tagger_lm import ALONE_FEATURES
-
+def test_a_variant_equal_to_the_runs_settings_is_left_out():
     ab = load_script()
-    base = replace(SETTINGS, lm_model="tiny", lm_layers=[1, 2], lm_last_layers=[2], lm_alone=True)
-    size = 5
-    width = 3 * size + ALONE_FEATURES + 2
-    first = ab.reading_columns(base, replace(base, lm_last_layers=[], lm_alone=False), width)
-    assert first == [*range(2 * size), width - 2, width - 1]  # layer means, then the surprisal in the unit
-    no_alone = ab.reading_columns(base, replace(base, lm_alone=False), width)
-    assert no_alone == [*range(3 * size), width - 2, width - 1]
-    assert ab.reading_columns(base, base, width) is None  # the run's own reading: every column
-    with pytest.raises(ValueError, match="only leave out"):
-        ab.reading_columns(replace(base, lm_alone=False), base, width - ALONE_FEATURES)
+    run_at = {d: replace(SETTINGS, dropout=d) for d in (0.2, 0.4)}
+    assert ab.same_as_run(ab.BY_NAME["dropout_0_2"], run_at[0.2])
+    assert not ab.same_as_run(ab.BY_NAME["dropout_0_2"], run_at[0.4])
+    assert ab.same_as_run(ab.BY_NAME["dropout_0_4"], run_at[0.4])
+    # the run's own row and a learning-curve row are never "the same as the run"
+    assert not ab.same_as_run(ab.BY_NAME["as_trained"], run_at[0.2])
+    assert not ab.same_as_run(ab.BY_NAME["books_1_3"], run_at[0.2])
+    kept = [v.name for v in ab.VARIANTS if not ab.same_as_run(v, run_at[0.4])]
+    assert "dropout_0_2" in kept and "dropout_0_4" not in kept

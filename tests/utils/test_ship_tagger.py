@@ -130,3 +130,20 @@ def test_the_model_card_names_the_lm_readings_the_nets_were_trained_on() -> None
     assert "mean hidden state at layers [8, 16, 24] and its surprisal;" in first
     assert "last token" not in first and "context gain" not in first
     assert "last token's hidden state at layers [16, 24]" in both and "context gain" in both
+
+
+def test_the_model_card_says_when_the_lm_features_came_from_a_cache() -> None:
+    from litseg.models.ship_tagger import model_card
+
+    shipped = json.loads((Path(__file__).resolve().parents[2] / "src" / "litseg" / "models"
+                          / "litseg-tagger-minilm-smollm2" / "tagger.json").read_text())
+    meta = {**shipped, "training": {"threshold": {"rule": "match_count"}}}
+
+    def card(features):
+        return model_card("t", meta, {"stages": {"boundary": {"seconds": 710.0, "features": features}}}, {})
+
+    cached = card({"lm": {"computed": 0, "cached": 815, "seconds": 0.1}})
+    assert "710 s (the nets alone: the LM features of all 815 units were read from the stage folder's cache)" in cached
+    read = card({"lm": {"computed": 800, "cached": 15, "seconds": 5252.0}})
+    assert "(of which 5,252 s reading 800 units with the LM, 15 more read from the cache)" in read
+    assert "the nets alone" not in card(None) and "reading" not in card(None).split("Boundary stage")[1].split(";")[0]

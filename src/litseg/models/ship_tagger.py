@@ -37,6 +37,22 @@ def _fmt(x: Any) -> str:
     return f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
+def _seconds(x: Any) -> str:
+    return f"{x:,.0f}" if isinstance(x, (int, float)) else str(x)
+
+
+def _features_note(features: dict[str, Any] | None) -> str:
+    """How much of the boundary stage's time went into reading the units: a stage that found its
+    features in the stage folder's cache (copied from an earlier run) took minutes, not hours."""
+    lm = (features or {}).get("lm") or {}
+    if not lm:
+        return ""
+    if not lm.get("computed"):
+        return f" (the nets alone: the LM features of all {lm.get('cached')} units were read from the stage folder's cache)"
+    return (f" (of which {_seconds(lm.get('seconds'))} s reading {lm['computed']} units with the LM"
+            f"{', ' + str(lm['cached']) + ' more read from the cache' if lm.get('cached') else ''})")
+
+
 def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report: dict[str, Any]) -> str:
     nets, val, ctx = meta["nets"], meta.get("validation") or {}, meta.get("context") or {}
     writer = meta.get("writer") or {}
@@ -88,7 +104,7 @@ def model_card(name: str, meta: dict[str, Any], summary: dict[str, Any], report:
         "", f"Writer examples dropped or not drawn: {report.get('dropped') or 'none'}.", "",
         "## Training", "",
         f"Run `{summary.get('run_dir')}`, commit `{meta.get('git_commit')}`. Boundary stage: "
-        f"{_fmt(boundary.get('seconds'))} s; tensors changed {((boundary.get('params') or {}).get('changed_tensors'))} of "
+        f"{_seconds(boundary.get('seconds'))} s{_features_note(boundary.get('features'))}; tensors changed {((boundary.get('params') or {}).get('changed_tensors'))} of "
         f"{((boundary.get('params') or {}).get('trainable_tensors'))}; shipped in float16 (weights digest "
         f"`{meta.get('digest')}`, the run's `{meta.get('run_digest')}`). Writer (SFT"
         f"{', trained in run `' + str(writer['run']) + '`' if writer.get('run') and writer['run'] != summary.get('run_dir') else ''}"

@@ -67,10 +67,14 @@ class EncodedUnit:
     lm: Any = None  # torch [n, lm_dim]: the raw LM sentence features (nets trained with an LM)
 
 
-def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict[str, Any]:
-    """Sentence embeddings of every unit (unit key -> float32 array), cached in ``cache``."""
+def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path,
+                record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Sentence embeddings of every unit (unit key -> float32 array), cached in ``cache``; ``record``
+    gets how many units were embedded here and how many came from the cache."""
     stored = _load_npz(cache)
     missing = [u for u in units if u.key not in stored]
+    if record is not None:
+        record.update(computed=len({u.key for u in missing}), cached=len({u.key for u in units}) - len({u.key for u in missing}))
     if missing:
         embedder = load_embedder(None if encoder == "default" else encoder)
         t0 = time.perf_counter()
@@ -86,14 +90,18 @@ def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path) -> dict
 
 
 def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cache: Path,
-             last_layers: Sequence[int] = (), alone: bool = False) -> dict[str, Any]:
+             last_layers: Sequence[int] = (), alone: bool = False, record: dict[str, Any] | None = None) -> dict[str, Any]:
     """LM sentence features of every unit (unit key -> float16 array, the hidden states' precision
     in bfloat16 and half the disk), cached in ``cache`` and saved every 25 units, so a killed run
-    resumes where it stopped (reading every unit takes about 3 s per 2,000 words of one core)."""
+    resumes where it stopped (reading every unit takes about 3 s per 2,000 words of one core).
+    ``record`` gets how many units were read here, in how many seconds, and how many came from the cache."""
     import numpy as np
 
     stored = _load_npz(cache)
     missing = [u for u in units if u.key not in stored]
+    started = time.perf_counter()
+    if record is not None:
+        record.update(computed=len({u.key for u in missing}), cached=len({u.key for u in units}) - len({u.key for u in missing}))
     if missing:
         reader = load_sentence_lm(spec, layers, last_layers, alone)
         t0 = time.perf_counter()
@@ -103,6 +111,8 @@ def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cac
             if i % 25 == 0 or i == len(missing):
                 _save_npz(stored, cache)
                 log.info("LM features: %d of %d units (%.0f s)", i, len(missing), time.perf_counter() - t0)
+    if record is not None:
+        record["seconds"] = round(time.perf_counter() - started, 3)
     return {u.key: stored[u.key] for u in units}
 
 
@@ -350,19 +360,79 @@ def context_thresholds(net: Any, validation: Sequence[EncodedUnit], mean: Any, s
     return out
 
 
-def unit_features(units: Sequence[TeacherUnit], s: BoundarySettings, stage_dir: Path) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Sentence embeddings and (when ``s.lm_model`` is not ``none``) raw LM features of every unit,
-    read from and added to the stage folder's caches (benchmarks/tagger_ablation.py reads them too)."""
-    # the caches are keyed by what made them, so another encoder or LM in the same run folder never reads these
-    cache = stage_dir / f"embeddings-{hashlib.sha256(s.encoder.encode()).hexdigest()[:8]}.npz"
-    vectors = embed_units(units, s.encoder, cache)
-    if s.lm_model == "none":
-        return vectors, None
+def reading_columns(base: Any, s: Any, width: int) -> list[int] | None:
+    """The columns of LM features read with ``base``'s readings (``width`` per sentence, laid out as
+    :meth:`litseg.chunkers.tagger_lm.SentenceLM.features` writes them) that reading with ``s``'s
+    fewer optional readings keeps; None when both read the same. Readings can only be left out:
+    ``s`` may drop the last-token states or the context gain, never add one ``base`` lacks."""
+    from litseg.chunkers.tagger_lm import ALONE_FEATURES
+
+    if (list(s.lm_last_layers), bool(s.lm_alone)) == (list(base.lm_last_layers), bool(base.lm_alone)):
+        return None
+    if (s.lm_last_layers and list(s.lm_last_layers) != list(base.lm_last_layers)) or (s.lm_alone and not base.lm_alone):
+        raise ValueError("a reading can only leave out LM readings the features were read with")
+    means, lasts = len(base.lm_layers), len(base.lm_last_layers)
+    alone = ALONE_FEATURES if base.lm_alone else 0
+    size = (width - 2 - alone) // (means + lasts)
+    columns = list(range(means * size))
+    if s.lm_last_layers:
+        columns += range(means * size, (means + lasts) * size)
+    if s.lm_alone:
+        columns += range((means + lasts) * size, (means + lasts) * size + alone)
+    return columns + [width - 2, width - 1]
+
+
+def lm_cache(stage_dir: Path, s: Any) -> Path:
+    """The stage folder's LM feature cache for ``s``'s model, layers and readings."""
     key = f"{s.lm_model}|{list(s.lm_layers)}"
     if s.lm_last_layers or s.lm_alone:  # the optional readings; without them the key (and cache) is the first one's
         key += f"|last={list(s.lm_last_layers)}|alone={bool(s.lm_alone)}"
-    cache = stage_dir / f"lm-{hashlib.sha256(key.encode()).hexdigest()[:8]}.npz"
-    return vectors, lm_units(units, s.lm_model, s.lm_layers, cache, s.lm_last_layers, s.lm_alone)
+    return stage_dir / f"lm-{hashlib.sha256(key.encode()).hexdigest()[:8]}.npz"
+
+
+def take_from_wider_cache(units: Sequence[TeacherUnit], s: BoundarySettings, cache: Path) -> int:
+    """Fill ``cache`` from the cache of the same readings plus the context gain, where the stage
+    folder has one: the features without the context gain are its columns, so nets trained without
+    it (``lm_alone: false``, the faster reading) reuse hours of LM reading instead of repeating
+    them. Returns how many units were taken."""
+    from dataclasses import replace
+
+    if s.lm_alone:
+        return 0
+    wider_settings = replace(s, lm_alone=True)
+    wider_path = lm_cache(cache.parent, wider_settings)
+    if not wider_path.is_file():
+        return 0
+    stored, wider = _load_npz(cache), _load_npz(wider_path)
+    taken = [u.key for u in units if u.key not in stored and u.key in wider]
+    if not taken:
+        return 0
+    columns = reading_columns(wider_settings, s, next(iter(wider.values())).shape[1])
+    for key in taken:
+        stored[key] = wider[key][:, columns]
+    _save_npz(stored, cache)
+    log.info("LM features of %d units taken from %s (the same readings with the context gain)", len(taken), wider_path.name)
+    return len(taken)
+
+
+def unit_features(units: Sequence[TeacherUnit], s: BoundarySettings, stage_dir: Path,
+                  record: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Sentence embeddings and (when ``s.lm_model`` is not ``none``) raw LM features of every unit,
+    read from and added to the stage folder's caches (benchmarks/tagger_ablation.py reads them too).
+    ``record`` gets, per kind of feature, how many units were computed here and how many were cached
+    (a stage that found its LM features cached took minutes, not hours: its time says so only with this)."""
+    record = {} if record is None else record
+    # the caches are keyed by what made them, so another encoder or LM in the same run folder never reads these
+    cache = stage_dir / f"embeddings-{hashlib.sha256(s.encoder.encode()).hexdigest()[:8]}.npz"
+    vectors = embed_units(units, s.encoder, cache, record.setdefault("embeddings", {}))
+    if s.lm_model == "none":
+        return vectors, None
+    cache = lm_cache(stage_dir, s)
+    taken = take_from_wider_cache(units, s, cache)
+    lm = lm_units(units, s.lm_model, s.lm_layers, cache, s.lm_last_layers, s.lm_alone, record.setdefault("lm", {}))
+    if taken:
+        record["lm"]["from_wider_cache"] = taken
+    return vectors, lm
 
 
 def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, stage_dir: Path) -> dict[str, Any]:
@@ -370,7 +440,8 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
     net_settings = net_settings_for(s, ensemble=s.seeds)
     if not units.get("train"):
         raise ValueError("the boundary stage has no training unit (data.runs / data.split)")
-    vectors, lm = unit_features([u for split in units.values() for u in split], s, stage_dir)
+    features: dict[str, Any] = {}
+    vectors, lm = unit_features([u for split in units.values() for u in split], s, stage_dir, features)
     norm = None
     if lm is not None:
         norm = LMNorm.fit([torch_rows(lm[u.key]) for u in units["train"]])
@@ -392,7 +463,7 @@ def train_tagger_nets(units: dict[str, list[TeacherUnit]], s: BoundarySettings, 
     settings = save_nets(nets, stage_dir / "model")
     record = {"settings": settings, "encoder": s.encoder, "threshold": threshold, "context": context_report,
               "units": {k: len(v) for k, v in units.items()}, "validation": threshold["chosen"],
-              "chosen_on": chosen_on}
+              "chosen_on": chosen_on, "features": features}
     (stage_dir / "model" / "training.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return record
 
