@@ -147,3 +147,16 @@ def test_the_model_card_says_when_the_lm_features_came_from_a_cache() -> None:
     read = card({"lm": {"computed": 800, "cached": 15, "seconds": 5252.0}})
     assert "(of which 5,252 s reading 800 units with the LM, 15 more read from the cache)" in read
     assert "the nets alone" not in card(None) and "reading" not in card(None).split("Boundary stage")[1].split(";")[0]
+
+
+def test_the_command_line_ships_a_model_of_ones_own_outside_the_package(tmp_path: Path) -> None:
+    from litseg.models import MODELS_DIR
+
+    before = sorted(p.name for p in MODELS_DIR.iterdir())
+    writer = _shipped_with_writer(tmp_path / "shipped", "tagger-x")
+    done = subprocess.run([sys.executable, "-m", "litseg.models.ship_tagger", str(_boundary_run(tmp_path / "run")),
+                           "--writer-from", str(writer), "--name", "mine", "--dest-root", str(tmp_path / "own")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "own" / "mine" / "tagger.json").is_file() and (tmp_path / "own" / "mine" / "writer").is_dir()
+    assert sorted(p.name for p in MODELS_DIR.iterdir()) == before  # the package's models are untouched

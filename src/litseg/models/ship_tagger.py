@@ -1,12 +1,14 @@
 """Ship a trained LitSeg-Tagger inside the package, with its model card.
 
     python -m litseg.models.ship_tagger outputs/train/tagger [--name litseg-tagger-minilm-smollm2]
+    python -m litseg.models.ship_tagger outputs/train/tagger-b --writer-from src/litseg/models/litseg-tagger-minilm-smollm2 \
+        --name tagger-b --dest-root outputs/models        # a model of your own, outside the package
 
 Copies ``RUN/tagger`` (the boundary nets stored in float16, the context net, ``tagger.json``,
 ``training.json``) and its writer adapter (stored in bfloat16, as :mod:`litseg.models.ship` stores
-adapters) to
-``src/litseg/models/NAME/``, and writes ``README.md``, the model card, from the run's own records
-(``tagger.json``, ``train_summary.json``, ``data_report.json``). Nothing is typed by hand: rerun
+adapters) to ``src/litseg/models/NAME/`` (or ``DEST_ROOT/NAME/``; ``method.model=`` takes either
+folder), and writes ``README.md``, the model card, from the run's own records (``tagger.json``,
+``train_summary.json``, ``data_report.json``). Nothing is typed by hand: rerun
 it after a new training run.
 """
 
@@ -198,9 +200,11 @@ def main() -> None:
     ap.add_argument("--writer-from", type=Path, default=None,
                     help="a tagger run, or a shipped tagger folder, whose writer to ship with these nets "
                          "(for a run of stage.run=[boundary])")
+    ap.add_argument("--dest-root", type=Path, default=MODELS_DIR,
+                    help="the folder NAME is written in (default: the package's models, what annotate.py ships with)")
     args = ap.parse_args()
     try:
-        print(f"shipped {ship(args.run, args.name, writer_run=args.writer_from)}")
+        print(f"shipped {ship(args.run, args.name, dest_root=args.dest_root, writer_run=args.writer_from)}")
     except SetupError as exc:  # the entries' rule for a setup mistake: one line, exit code 2
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(SETUP_EXIT) from None
