@@ -144,6 +144,8 @@ def test_the_model_card_says_when_the_lm_features_came_from_a_cache() -> None:
 
     cached = card({"lm": {"computed": 0, "cached": 815, "seconds": 0.1}})
     assert "710 s (the nets alone: the LM features of all 815 units were read from the stage folder's cache)" in cached
+    wider = card({"lm": {"computed": 0, "cached": 815, "seconds": 0.1, "from_wider_cache": 815}})
+    assert "all 815 units were taken from the stage folder's cache of the same readings with the context gain" in wider
     read = card({"lm": {"computed": 800, "cached": 15, "seconds": 5252.0}})
     assert "(of which 5,252 s reading 800 units with the LM, 15 more read from the cache)" in read
     assert "the nets alone" not in card(None) and "reading" not in card(None).split("Boundary stage")[1].split(";")[0]

@@ -50,7 +50,9 @@ def _features_note(features: dict[str, Any] | None) -> str:
     if not lm:
         return ""
     if not lm.get("computed"):
-        return f" (the nets alone: the LM features of all {lm.get('cached')} units were read from the stage folder's cache)"
+        source = ("taken from the stage folder's cache of the same readings with the context gain"
+                  if lm.get("from_wider_cache") else "read from the stage folder's cache")
+        return f" (the nets alone: the LM features of all {lm.get('cached')} units were {source})"
     return (f" (of which {_seconds(lm.get('seconds'))} s reading {lm['computed']} units with the LM"
             f"{', ' + str(lm['cached']) + ' more read from the cache' if lm.get('cached') else ''})")
 
