@@ -28,7 +28,7 @@ import logging
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from litseg.chunkers.tagger_model import (
     sentence_features,
 )
 from litseg.chunkers.tagger import encoder_text
-from litseg.chunkers.tagger_lm import LMNorm, load_sentence_lm
+from litseg.chunkers.tagger_lm import ALONE_FEATURES, LMNorm, load_sentence_lm
 from litseg.embeddings import load_embedder
 from litseg.segmentation.agreement import micro_boundary_f1
 from litseg.segmentation.cut_decoding import blocks_from_cuts, decode_cuts
@@ -365,8 +365,6 @@ def reading_columns(base: Any, s: Any, width: int) -> list[int] | None:
     :meth:`litseg.chunkers.tagger_lm.SentenceLM.features` writes them) that reading with ``s``'s
     fewer optional readings keeps; None when both read the same. Readings can only be left out:
     ``s`` may drop the last-token states or the context gain, never add one ``base`` lacks."""
-    from litseg.chunkers.tagger_lm import ALONE_FEATURES
-
     if (list(s.lm_last_layers), bool(s.lm_alone)) == (list(base.lm_last_layers), bool(base.lm_alone)):
         return None
     if (s.lm_last_layers and list(s.lm_last_layers) != list(base.lm_last_layers)) or (s.lm_alone and not base.lm_alone):
@@ -395,8 +393,6 @@ def take_from_wider_cache(units: Sequence[TeacherUnit], s: BoundarySettings, cac
     folder has one: the features without the context gain are its columns, so nets trained without
     it (``lm_alone: false``, the faster reading) reuse hours of LM reading instead of repeating
     them. Returns how many units were taken."""
-    from dataclasses import replace
-
     if s.lm_alone:
         return 0
     wider_settings = replace(s, lm_alone=True)
