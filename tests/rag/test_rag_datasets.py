@@ -353,7 +353,7 @@ def test_gutenqa_emma_shared() -> None:
     assert book.text.startswith("VOLUME I. CHAPTER I\n\nEmma Woodhouse")
     assert book.text.count("CHAPTER ") == 55
     # 25 evidence strings occur verbatim, 4 only after normalising quotes/dashes/spaces, and one
-    # leaves out a speech tag ("cried Emma, after a moment's pause") so no normalisation finds it
+    # leaves out a speech tag (a name and a pause) from the middle, so no normalisation finds it
     assert bench.meta["evidence_match"] == {"exact": 25, "normalized": 4, "missing": 1}
     assert bench.check_spans() == []
     for q in bench.questions:

@@ -83,11 +83,11 @@ PG_FOOT = ("\n\n*** END OF THIS PROJECT GUTENBERG EBOOK HARBOUR TALES ***\n\n"
         ("Chapter Twenty-One: A Storm", "chapter", 21, "A Storm"),
         ("STAVE I:  THE KEEPER'S LAMP", "stave", 1, "THE KEEPER'S LAMP"),
         ("Book the First--The Long Night", "book", 1, "The Long Night"),
-        ("BOOK ONE.\u2014THE COMING OF THE FOG", "book", 1, "THE COMING OF THE FOG"),
+        ("BOOK ONE.\u2014THE FOG ON THE MOLE", "book", 1, "THE FOG ON THE MOLE"),
         ("THE FIFTH BOOK", "book", 5, ""),
         ("FIRST ACT", "act", 1, ""),
         ("ACT FIRST.", "act", 1, ""),
-        ("Fit the Fourth", "fit", 4, ""),
+        ("Fit the Ninth", "fit", 9, ""),
         ("CANTO FIRST.", "canto", 1, ""),
         ("The Harbour: Canto XXXIV", "canto", 34, ""),
         ("**SCENE II.** A loft above the quay.", "scene", 2, "A loft above the quay."),
@@ -106,7 +106,7 @@ def test_heading_spellings(line: str, kind: str, number, title: str) -> None:
 
 
 @pytest.mark.parametrize("line", [
-    "Part of her meaning was to conceal it.", "chapter 5 was dull", "Book mix",
+    "Part of the catch was sold before noon.", "chapter 5 was dull", "Book mix",
     "I am here.", "The scene was quiet.", "Act now, or never.", "Book two of the series was",
 ])
 def test_running_text_is_not_a_heading(line: str) -> None:
@@ -389,7 +389,7 @@ def test_trailing_catalogue_licence_and_colophon_are_back_matter() -> None:
     assert covered_once(doc, units)
     text2 = book("CHAPTER I.", prose(200), "CHAPTER II.", prose(200, 1), "-" * 40,
                  "Creative Commons Attribution-NonCommercial 4.0 International Public License",
-                 "By exercising the Licensed Rights you accept and agree to be bound by its terms.")
+                 "Whoever copies these pages takes on the terms of that licence with them.")
     doc, units = units_of(text2)
     assert [r for w, r in reasons(doc) if w == "back"] == ["licence"]
     assert covered_once(doc, units)
@@ -515,10 +515,10 @@ def test_contents_groups_are_containers_and_author_section_is_an_introduction() 
 
 
 def test_ordinal_labels_in_a_contents_are_parts_of_the_entry_above() -> None:
-    contents = "CONTENTS:\n\n     THE SILVER GULL\n     THE WEDDING OF MRS HERON\n     FIRST STORY\n" \
-               "     SECOND STORY\n     THE LAST LANTERN"
-    text = book(contents, "THE SILVER GULL", prose(200), "THE WEDDING OF MRS HERON", "FIRST STORY",
-                prose(150, 1), "SECOND STORY", prose(150, 2), "THE LAST LANTERN", prose(200, 3))
+    contents = "CONTENTS:\n\n     THE SILVER GULL\n     THE WEDDING OF MRS HERON\n     FIRST TELLING\n" \
+               "     SECOND TELLING\n     THE LAST LANTERN"
+    text = book(contents, "THE SILVER GULL", prose(200), "THE WEDDING OF MRS HERON", "FIRST TELLING",
+                prose(150, 1), "SECOND TELLING", prose(150, 2), "THE LAST LANTERN", prose(200, 3))
     _, units = units_of(text)
     assert [u.title for u in units] == ["THE SILVER GULL", "THE WEDDING OF MRS HERON", "THE LAST LANTERN"]
 

@@ -89,7 +89,7 @@ def _n_words(line: str) -> int:
 def _is_title_block(line: str) -> bool:
     """A block of one short line without end punctuation (``I. The Period``, ``1``).
 
-    Not a line of dialogue cut short (``Nora. No, I really can't--``): no dash or comma at the
+    Not a line of dialogue cut short (``Maren. No, I truly cannot--``): no dash or comma at the
     end, no ``!``/``?``, and a period inside only after a leading number or label.
     """
     core = line.rstrip(CLOSERS + " \t")

@@ -1,7 +1,7 @@
 """Structure of a book: headings, front and back matter, and top-level narrative segments.
 
 The text is read as blocks (runs of non-blank lines). Short blocks are matched against heading
-patterns (``CHAPTER I.``, ``Chapter the First``, ``Book the First--Recalled to Life``, ``FIRST
+patterns (``CHAPTER I.``, ``Chapter the First``, ``Book the First--The Long Night``, ``FIRST
 ACT``, ``Inferno: Canto I``, bare or titled numerals such as ``XIV`` or ``I  The Old Pyncheon
 Family``, letters ``TO MISS PEABODY``, Markdown ``## ACT I`` ...). A candidate heading only counts
 when body text follows it - directly or through a deeper heading (``BOOK ONE`` -> ``I.`` ->

@@ -50,7 +50,7 @@ def try_caps_titles(text: str, blocks: list[Block], acc: list[int], cands: list[
 
 def absorb_leading_headings(cands: list[Heading], boundaries: list[Heading], acc: list[int]) -> None:
     """A heading line that is not a boundary but sits right before one, with no text between
-    (``THE WEDDING OF MRS FOX`` / ``FIRST STORY``, ``# INTERMISSION`` / ``### SCENE IV``),
+    (``THE WEDDING OF MRS HERON`` / ``FIRST TELLING``, ``# INTERMISSION`` / ``### SCENE IV``),
     belongs to the unit that follows, not to the end of the previous one."""
     index = {id(h): k for k, h in enumerate(cands)}
     chosen = {id(h) for h in boundaries}
