@@ -58,7 +58,7 @@ VARIANTS = [
     Variant("no_lm", "without the LM features (sentence embeddings and surface cues only)", {"lm_model": "none"}),
     Variant("first_reading", "the first LM reading only (layer means and surprisal in the unit)",
             {"lm_last_layers": [], "lm_alone": False}),
-    # the second, batched pass over each sentence's opening is about a third of the reading time
+    # the second, batched pass over each sentence's opening takes about half the first pass's time
     Variant("no_context_gain", "without the context gain (no second reading of each sentence's opening)",
             {"lm_alone": False}),
     Variant("books_1_3", "a third of the training books", book_share=1 / 3),

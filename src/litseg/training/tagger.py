@@ -67,6 +67,12 @@ class EncodedUnit:
     lm: Any = None  # torch [n, lm_dim]: the raw LM sentence features (nets trained with an LM)
 
 
+def cache_counts(units: Sequence[TeacherUnit], missing: Sequence[TeacherUnit]) -> dict[str, int]:
+    """Units (distinct keys) a feature cache lacked and so were computed here, and those it held."""
+    computed = len({u.key for u in missing})
+    return {"computed": computed, "cached": len({u.key for u in units}) - computed}
+
+
 def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path,
                 record: dict[str, Any] | None = None) -> dict[str, Any]:
     """Sentence embeddings of every unit (unit key -> float32 array), cached in ``cache``; ``record``
@@ -74,7 +80,7 @@ def embed_units(units: Sequence[TeacherUnit], encoder: str, cache: Path,
     stored = _load_npz(cache)
     missing = [u for u in units if u.key not in stored]
     if record is not None:
-        record.update(computed=len({u.key for u in missing}), cached=len({u.key for u in units}) - len({u.key for u in missing}))
+        record.update(cache_counts(units, missing))
     if missing:
         embedder = load_embedder(None if encoder == "default" else encoder)
         t0 = time.perf_counter()
@@ -101,7 +107,7 @@ def lm_units(units: Sequence[TeacherUnit], spec: str, layers: Sequence[int], cac
     missing = [u for u in units if u.key not in stored]
     started = time.perf_counter()
     if record is not None:
-        record.update(computed=len({u.key for u in missing}), cached=len({u.key for u in units}) - len({u.key for u in missing}))
+        record.update(cache_counts(units, missing))
     if missing:
         reader = load_sentence_lm(spec, layers, last_layers, alone)
         t0 = time.perf_counter()
