@@ -11,7 +11,15 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from litseg.chunkers.tagger_lm import ALONE_FEATURES, LMNorm, hidden_groups, load_sentence_lm, unit_text  # noqa: E402
+from litseg.chunkers.tagger_lm import (  # noqa: E402
+    ALONE_FEATURES,
+    SURPRISAL_ROWS,
+    LMNorm,
+    hidden_groups,
+    load_sentence_lm,
+    next_token_surprisal,
+    unit_text,
+)
 from litseg.chunkers.tagger_model import (  # noqa: E402
     BoundaryNet,
     ContextNet,
@@ -56,6 +64,19 @@ def test_every_sentence_gets_its_own_hidden_states_and_surprisal(reader):
     assert len({tuple(features[i, :hidden].tolist()) for i in range(4)}) == 4
     assert (features[1:, -2:] > 0).all()  # a random model is surprised by every word after the first
     assert reader.features([], []).shape == (0, reader.width)
+
+
+@pytest.mark.parametrize("rows, tokens", [(1, 2 * SURPRISAL_ROWS + 7), (3, 40), (2, 1)])
+def test_surprisal_in_slices_equals_the_negative_log_softmax_of_each_next_token(rows, tokens):
+    """The slices (``SURPRISAL_ROWS`` positions at a time, across the rows of a batch) give what the
+    whole normalised copy gives, from bfloat16 logits as the model returns them."""
+    g = torch.Generator().manual_seed(rows * 1000 + tokens)
+    logits = (4 * torch.randn(rows, tokens, 97, generator=g)).to(torch.bfloat16)
+    ids = torch.randint(0, 97, (rows, tokens), generator=g)
+    expected = -torch.log_softmax(logits.float(), -1)[:, :-1].gather(2, ids[:, 1:, None])[..., 0]
+    got = next_token_surprisal(logits, ids)
+    assert got.shape == (rows, tokens - 1) and got.dtype == torch.float32
+    assert torch.allclose(got, expected, atol=1e-5)
 
 
 def test_a_layer_the_model_does_not_have_is_refused():
