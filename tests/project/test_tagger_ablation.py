@@ -130,3 +130,22 @@ def test_a_variant_equal_to_the_runs_settings_is_left_out():
     assert not ab.same_as_run(ab.BY_NAME["books_1_3"], run_at[0.2])
     kept = [v.name for v in ab.VARIANTS if not ab.same_as_run(v, run_at[0.4])]
     assert "dropout_0_2" in kept and "dropout_0_4" not in kept
+
+
+def test_the_threshold_study_scores_the_saved_fold_nets_at_thresholds_chosen_on_other_books(tmp_path):
+    ab = load_script()
+    pool, vectors = units(books=12)
+    variant = ab.BY_NAME["as_trained"]
+    records = [ab.run_fold(variant, f, 3, pool, SETTINGS, vectors, None, tmp_path) for f in range(3)]
+    held = [ab.held_out_scores(variant, f, 3, pool, SETTINGS, vectors, None, tmp_path) for f in range(3)]
+    # the saved nets give back the held-out units of each fold, in the record's order
+    assert [[e.unit.key for e in enc] for enc, _ in held] == [[u["key"] for u in r["units"]] for r in records]
+    study = ab.threshold_study(held, sample_books=2, min_block=SETTINGS.min_block, draws=3)
+    # at each fold's own threshold the pooled F1 is the table's first row
+    counts = ab.unit_counts(records, 1)
+    assert study["own_fold"]["f1"] == pytest.approx(ab.pooled_f1(counts))
+    assert len(study["sampled"]) == 3 and study["sample_books"] == 2
+    for d in [study["own_fold"], study["other_folds"], *study["sampled"]]:
+        assert 0.0 <= d["f1"] <= 1.0 and d["cuts_share"] >= 0.0
+    line = ab.render_threshold_study(study)
+    assert line.startswith("Where the threshold is chosen") and f"{study['own_fold']['f1']:.3f}" in line

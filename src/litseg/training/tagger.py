@@ -252,7 +252,7 @@ def score_cuts(scores: Sequence[Sequence[float]], units: Sequence[EncodedUnit], 
         pairs.append((blocks, list(u.unit.segments)))
     near, exact = micro_boundary_f1(pairs, tolerance=1), micro_boundary_f1(pairs, tolerance=0)
     return {"threshold": threshold, "f1": near.f1, "precision": near.precision, "recall": near.recall,
-            "exact_f1": exact.f1, "predicted": near.predicted, "reference": near.reference}
+            "exact_f1": exact.f1, "matched": near.matched, "predicted": near.predicted, "reference": near.reference}
 
 
 #: Decoding thresholds tried: a fine grid, since with steps of 0.25 the count the ``match_count``
